@@ -1,0 +1,51 @@
+# fabric-lab: two commands do everything on a fresh Debian 12 machine.
+#   make lab    install what is missing, deploy the default lab, print how to use it
+#   make test   same idempotent set-up, then lint and the whole test suite
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+LABCTL := $(VENV)/bin/labctl
+DEFAULT_LAB ?= topologies/clos.yml
+DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procps python3-venv
+BENCH_DEB_PACKAGES := mininet
+PYTEST_ARGS ?=
+
+.PHONY: lab test destroy setup debs bench lint clean
+
+setup: debs $(VENV)/.installed
+
+# Installs only the Debian packages that are missing, so a ready machine pays nothing.
+debs:
+	@missing=$$(for p in $(DEB_PACKAGES) $(EXTRA_DEBS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+lab: setup
+	@name=$$(sed -n 's/^name: *//p' $(DEFAULT_LAB) | head -1); \
+	if $(LABCTL) list | grep -qx "$$name"; then $(LABCTL) destroy "$$name"; fi
+	$(LABCTL) deploy $(DEFAULT_LAB)
+
+destroy: setup
+	$(LABCTL) destroy --all
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: EXTRA_DEBS := $(BENCH_DEB_PACKAGES)
+bench: setup
+	$(PY) bench/deploy.py
+
+clean: destroy
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,5 @@
+"""fabric-lab: emulate AI data-center fabrics with namespaces, FRR and a SAI-on-Linux dataplane.
+
+Architecture, in the order a lab is built:
+topology (file -> plan) -> runtime (namespaces) -> nodes (FRR, agent, SAI) -> links -> faults.
+"""

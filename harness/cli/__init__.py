@@ -1,0 +1,48 @@
+"""labctl: the command line. Each command group is one module with a `register` function."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+
+from rich.console import Console
+
+from harness.cli import access, doctor, graph, inspect, lifecycle
+from harness.errors import FabricLabError
+
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor)
+console = Console(stderr=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="labctl", description="Deploy, break and inspect emulated AI data-center fabrics.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in COMMAND_GROUPS:
+        group.register(commands)
+    return parser
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM unwinds like Ctrl-C, so a deploy being stopped rolls itself back."""
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return int(args.run(args) or 0)
+    except FabricLabError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted; everything this command created was removed[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""graph: draw a lab (deployed, or straight from a topology file) as dot, mermaid or html."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli.inspect import resolve_lab
+from harness.graph import FORMATS
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("graph", help="draw a lab or a topology file")
+    p.add_argument("name", help="a lab name or a topology file")
+    p.add_argument("--format", choices=sorted(FORMATS), default="dot")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.set_defaults(run=graph)
+
+
+def graph(args: argparse.Namespace) -> int:
+    source = Path(args.name)
+    plan = augment(load_file(source)) if source.suffix in (".yml", ".yaml") else (
+        resolve_lab(args.name).plan)
+    text = FORMATS[args.format](plan)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    return 0

@@ -1,0 +1,62 @@
+"""inspect: one row per node with role, addresses, BGP peers up/total and state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import LabError
+from harness.lab import Lab, lab_names
+from harness.status import lab_status
+
+out = Console()
+_STATE_STYLE = {"running": "green", "degraded": "yellow", "down": "red"}
+_BASE_COLUMNS = ("node", "role", "kind", "plane", "asn", "loopback4", "loopback6", "bgp_up",
+                 "bgp_total", "daemons_down", "state")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("inspect", help="nodes of a lab and their state")
+    p.add_argument("name", nargs="?", help="lab name (default: the only lab)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=inspect)
+
+
+def resolve_lab(name: str | None) -> Lab:
+    """A lab by name, or the only one that exists."""
+    if name is None:
+        names = lab_names()
+        if len(names) != 1:
+            raise LabError(f"name a lab: {', '.join(names) or 'none exist'}")
+        name = names[0]
+    return Lab.open(name)
+
+
+def print_inspect(lab: Lab) -> None:
+    rows = lab_status(lab)
+    table = Table(title=f"lab {lab.plan.name}  ({lab.dir})")
+    extra = [k for k in rows[0] if k not in _BASE_COLUMNS] if rows else []
+    for column in ("node", "role", "plane", "asn", "loopback", "bgp", *extra, "state"):
+        table.add_column(column)
+    for r in rows:
+        style = _STATE_STYLE[r["state"]]
+        state = r["state"] + (f" ({', '.join(r['daemons_down'])} down)" if r["daemons_down"]
+                              else "")
+        table.add_row(r["node"], r["role"], "" if r["plane"] is None else str(r["plane"]),
+                      str(r["asn"]), f"{r['loopback4']}\n{r['loopback6']}",
+                      f"{r['bgp_up']}/{r['bgp_total']}", *(str(r[k]) for k in extra),
+                      f"[{style}]{state}[/]")
+    out.print(table)
+
+
+def inspect(args: argparse.Namespace) -> int:
+    lab = resolve_lab(args.name)
+    if args.json:
+        print(json.dumps({"lab": lab.plan.name, "dir": str(lab.dir), "nodes": lab_status(lab)},
+                         indent=2))
+    else:
+        print_inspect(lab)
+    return 0

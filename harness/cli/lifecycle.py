@@ -1,0 +1,102 @@
+"""deploy, destroy, list, save: a lab's life from topology file to nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.errors import LabError
+from harness.lab import Lab, destroy_lab, lab_names
+from harness.lab import Progress as DeployProgress
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+
+out = Console()
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("deploy", help="build a lab from a topology file and wait for it "
+                            "to converge")
+    p.add_argument("file")
+    p.add_argument("--timeout", type=float, default=180.0,
+                   help="seconds to wait for every session and route (default 180)")
+    p.add_argument("--no-frr", action="store_true",
+                   help="build namespaces and links only (no routing daemons)")
+    p.set_defaults(run=deploy)
+
+    p = commands.add_parser("destroy", help="remove a lab completely (also a crashed one)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("name", nargs="?")
+    target.add_argument("--all", action="store_true", help="every fabric-lab lab on this host")
+    p.set_defaults(run=destroy)
+
+    p = commands.add_parser("list", help="labs on this host")
+    p.set_defaults(run=list_labs)
+
+    p = commands.add_parser("save", help="write each node's FRR running config into the lab dir")
+    p.add_argument("name")
+    p.set_defaults(run=save)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("labctl needs root to create namespaces; run it with sudo")
+
+
+def deploy(args: argparse.Namespace) -> int:
+    require_root()
+    plan = augment(load_file(args.file))
+    lab = Lab(plan)
+    columns = (TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
+    with Progress(*columns, console=out, transient=False) as bar:
+        task: list[int] = []
+
+        def stage(name: str, total: int) -> None:
+            if task:
+                bar.update(task[-1], completed=bar.tasks[task[-1]].total)
+            task.append(bar.add_task(name, total=total, detail=""))
+
+        def converge(conv) -> None:
+            bar.update(task[-1], completed=conv.sessions_up,
+                       detail=f"routes {conv.routes_present}/{conv.routes_total}")
+
+        conv = lab.deploy(DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge),
+                          start_frr=not args.no_frr, timeout=args.timeout)
+    from harness.cli.inspect import print_inspect
+    print_inspect(lab)
+    if conv is not None:
+        out.print(f"[green]lab {plan.name} is up[/]: {conv.sessions_total} eBGP sessions "
+                  f"Established, {conv.routes_total} loopback routes in place.")
+    out.print(f"Try: labctl exec {plan.nodes[-1].name} -- ping -c3 {plan.nodes[0].loopback4}"
+              f"   |   labctl vtysh {plan.nodes[0].name} -c 'show bgp summary'"
+              f"   |   labctl destroy {plan.name}")
+    return 0
+
+
+def destroy(args: argparse.Namespace) -> int:
+    require_root()
+    names = lab_names() if args.all else [args.name]
+    for name in names:
+        destroy_lab(name)
+        out.print(f"destroyed {name}")
+    return 0
+
+
+def list_labs(args: argparse.Namespace) -> int:
+    for name in lab_names():
+        out.print(name)
+    return 0
+
+
+def save(args: argparse.Namespace) -> int:
+    lab = Lab.open(args.name)
+    for name in lab.nodes:
+        frr = lab.frr(name)
+        target = frr.workdir / "running.conf"
+        target.write_text(frr.vtysh("show running-config"))
+        out.print(f"{name}: {target}")
+    return 0

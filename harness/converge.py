@@ -1,0 +1,98 @@
+"""Is the lab converged? Every planned eBGP session Established, every loopback in every FIB."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from harness.errors import LabError
+from harness.topology.plan import Session
+from harness.topology.reachability import reachable_origins
+
+if TYPE_CHECKING:
+    from harness.lab import Lab
+
+
+@dataclass
+class Convergence:
+    sessions_total: int
+    sessions_down: list[Session] = field(default_factory=list)
+    routes_total: int = 0
+    routes_missing: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return not self.sessions_down and not self.routes_missing
+
+    @property
+    def sessions_up(self) -> int:
+        return self.sessions_total - len(self.sessions_down)
+
+    @property
+    def routes_present(self) -> int:
+        return self.routes_total - sum(len(v) for v in self.routes_missing.values())
+
+    def report(self) -> str:
+        lines = []
+        for s in self.sessions_down:
+            lines.append(f"  session {s.node} -> {s.peer} ({s.afi} {s.peer_ip}) not Established")
+        for node, prefixes in sorted(self.routes_missing.items()):
+            lines.append(f"  {node} FIB lacks {len(prefixes)} loopback(s): {', '.join(prefixes)}")
+        return "\n".join(lines)
+
+
+def fib_host_routes(lab: Lab, node: str) -> set[str]:
+    """Destinations of /32 and /128 routes in the node's main table."""
+    with lab.node(node).netlink() as ip:
+        found = set()
+        for family, plen in ((socket.AF_INET, 32), (socket.AF_INET6, 128)):
+            for route in ip.get_routes(family=family, table=254):
+                if route["dst_len"] == plen and route.get_attr("RTA_DST"):
+                    found.add(f"{route.get_attr('RTA_DST')}/{plen}")
+        return found
+
+
+def check(lab: Lab, pool: ThreadPoolExecutor) -> Convergence:
+    plan = lab.plan
+    conv = Convergence(sessions_total=len(plan.sessions))
+
+    def node_state(name: str) -> tuple[dict[str, str], set[str]]:
+        try:
+            states = lab.frr(name).bgp_peer_states()
+        except LabError:
+            states = {}
+        return states, fib_host_routes(lab, name)
+
+    names = [n.name for n in plan.nodes]
+    results = dict(zip(names, pool.map(node_state, names), strict=True))
+    for s in plan.sessions:
+        if results[s.node][0].get(s.peer_ip) != "Established":
+            conv.sessions_down.append(s)
+    loopbacks = plan.loopbacks()
+    for node, origins in reachable_origins(plan).items():
+        wanted = {f"{loopbacks[o][0]}/32" for o in origins}
+        wanted |= {f"{loopbacks[o][1]}/128" for o in origins}
+        conv.routes_total += len(wanted)
+        missing = sorted(wanted - results[node][1])
+        if missing:
+            conv.routes_missing[node] = missing
+    return conv
+
+
+def wait_converged(lab: Lab, timeout: float,
+                   on_poll: Callable[[Convergence], None] = lambda c: None) -> Convergence:
+    deadline = time.monotonic() + timeout
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        while True:
+            conv = check(lab, pool)
+            on_poll(conv)
+            if conv.done:
+                return conv
+            if time.monotonic() > deadline:
+                raise LabError(f"lab {lab.plan.name} did not converge within {timeout:.0f}s; "
+                               f"still missing:\n{conv.report()}")
+            time.sleep(0.3)

@@ -1,0 +1,174 @@
+"""A Lab: a plan made real. Deploy builds it stage by stage; destroy removes all of it.
+
+Deploy order is namespaces -> links -> FRR -> convergence. Anything that fails (or a Ctrl-C)
+before convergence rolls the whole lab back; a lab that is built but does not converge is kept
+so it can be inspected, and the error says exactly which sessions and prefixes are missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from harness.converge import Convergence, wait_converged
+from harness.errors import LabError
+from harness.links.veth import configure_interface, create_veth
+from harness.nodes.frr import FRR_STATE, Frr
+from harness.nodes.node import Node
+from harness.paths import frr_pathspace, lab_dir, labs_root
+from harness.runtime.base import Runtime
+from harness.runtime.journal import Journal
+from harness.runtime.netns import NetnsRuntime
+from harness.runtime.processes import kill_and_reap
+from harness.topology.plan import LabPlan
+from harness.topology.render import render_frr
+
+RUNTIMES: dict[str, type[NetnsRuntime]] = {"netns": NetnsRuntime}
+PLAN_FILE = "plan.json"
+JOURNAL_FILE = "journal.jsonl"
+
+
+@dataclass
+class Progress:
+    """Deploy reports each stage's progress here; the CLI draws it, tests ignore it."""
+
+    stage: Callable[[str, int], None] = lambda name, total: None
+    advance: Callable[[int], None] = lambda n: None
+    converge: Callable[[Convergence], None] = lambda conv: None
+
+
+class Lab:
+    def __init__(self, plan: LabPlan, runtime: str = "netns") -> None:
+        self.plan = plan
+        self.dir = lab_dir(plan.name)
+        self.journal = Journal(self.dir / JOURNAL_FILE)
+        self.runtime: Runtime = RUNTIMES[runtime](plan.name, self.journal)
+
+    @classmethod
+    def open(cls, name: str) -> Lab:
+        path = lab_dir(name) / PLAN_FILE
+        try:
+            plan = LabPlan.model_validate_json(path.read_text())
+        except FileNotFoundError:
+            raise LabError(f"no lab named {name!r} (no {path}); `labctl list` shows the "
+                           "labs that exist") from None
+        return cls(plan)
+
+    @cached_property
+    def nodes(self) -> dict[str, Node]:
+        return {n.name: Node(n, self.runtime) for n in self.plan.nodes}
+
+    def node(self, name: str) -> Node:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise LabError(f"lab {self.plan.name} has no node {name!r}; nodes: "
+                           f"{', '.join(self.nodes)}") from None
+
+    def frr(self, name: str) -> Frr:
+        return Frr(self.node(name), self.dir / "nodes" / name, frr_pathspace(self.plan.name, name))
+
+    # -- deploy -------------------------------------------------------------------------------
+
+    def deploy(self, progress: Progress | None = None, *, start_frr: bool = True,
+               timeout: float = 120.0) -> Convergence | None:
+        progress = progress or Progress()
+        self._claim()
+        try:
+            self._create_nodes_and_links(progress)
+            if start_frr:
+                self._start_frr(progress)
+            self._run_exec(progress)
+        except BaseException:
+            self.destroy()
+            raise
+        if not start_frr:
+            return None
+        progress.stage("converging", len(self.plan.sessions))
+        return wait_converged(self, timeout, progress.converge)
+
+    def _claim(self) -> None:
+        """Refuse to deploy over an existing lab; then write the plan before touching the kernel."""
+        leftovers = self.runtime.existing_nodes()
+        if self.dir.exists() or leftovers:
+            raise LabError(f"lab {self.plan.name!r} already exists; run `labctl destroy "
+                           f"{self.plan.name}` first")
+        (self.dir / "nodes").mkdir(parents=True)
+        self.journal.runtime(self.runtime.name)
+        (self.dir / PLAN_FILE).write_text(self.plan.model_dump_json(indent=1))
+
+    def _create_nodes_and_links(self, progress: Progress) -> None:
+        with contextlib.ExitStack() as stack:
+            handles = {}
+            progress.stage("namespaces", len(self.nodes))
+            for node in self.nodes.values():
+                self.runtime.create_node(node.name)
+                handles[node.name] = stack.enter_context(node.netlink())
+                node.configure_base(handles[node.name])
+                progress.advance(1)
+            progress.stage("links", len(self.plan.links))
+            interfaces = {(n.name, i.name): i for n in self.plan.nodes for i in n.interfaces}
+            for link in self.plan.links:
+                create_veth(link, handles[link.a.node], self.runtime.netns_path(link.b.node))
+                for end in (link.a, link.b):
+                    configure_interface(handles[end.node], interfaces[end.node, end.iface])
+                progress.advance(1)
+
+    def _start_frr(self, progress: Progress) -> None:
+        progress.stage("FRR", len(self.nodes))
+
+        def start(name: str) -> None:
+            frr = self.frr(name)
+            frr.prepare(render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log")))
+            frr.start(self.journal)
+            progress.advance(1)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(start, self.nodes))
+
+    def _run_exec(self, progress: Progress) -> None:
+        commands = [(n, c) for n in self.plan.nodes for c in n.exec]
+        if not commands:
+            return
+        progress.stage("exec", len(commands))
+        for node, command in commands:
+            out = self.runtime.run(node.name, ["sh", "-c", command])
+            if out.returncode != 0:
+                raise LabError(f"{node.name}: exec {command!r} failed ({out.returncode}): "
+                               f"{out.stderr.strip()}")
+            progress.advance(1)
+
+    # -- destroy ------------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        destroy_lab(self.plan.name)
+
+
+def destroy_lab(name: str) -> None:
+    """Remove everything of lab `name` that exists: journal first, then a sweep by prefix."""
+    directory = lab_dir(name)
+    journal = Journal(directory / JOURNAL_FILE)
+    RUNTIMES[journal.runtime_name() or "netns"](name, journal).destroy()
+    kill_and_reap([p.pid for p in journal.processes() if p.alive()])
+    leftovers = [*journal.paths(), *map(Path, glob.glob(f"{FRR_STATE}/{frr_pathspace(name, '')}*"))]
+    for path in leftovers:
+        shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def lab_names() -> list[str]:
+    """Labs with a directory or with namespaces (a deploy killed before writing its plan)."""
+    on_disk = {p.name for p in labs_root().glob("*") if p.is_dir()}
+    return sorted(on_disk | NetnsRuntime.all_lab_names())
+
+
+def plan_of(name: str) -> LabPlan | None:
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return LabPlan.model_validate_json((lab_dir(name) / PLAN_FILE).read_text())
+    return None

@@ -1,0 +1,1 @@
+"""Links between nodes: veth pairs, fibre propagation, and (optional) impairments."""

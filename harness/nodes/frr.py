@@ -1,0 +1,117 @@
+"""FRR inside a node: zebra, bgpd, bfdd and staticd with a per-node pathspace.
+
+Every daemon gets `-N <netns name>` plus explicit socket, pid and log paths under the node's
+directory, so many FRR instances coexist on one host and `destroy` finds all their files.
+Configuration is one integrated frr.conf applied through vtysh, as `frrinit.sh` does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import LabError
+from harness.nodes.node import Node
+from harness.runtime.journal import Journal
+
+FRR_SBIN = Path("/usr/lib/frr")
+FRR_STATE = Path("/var/run/frr")
+DAEMONS = ("zebra", "bgpd", "staticd", "bfdd")
+START_TIMEOUT_S = 20.0
+
+
+class Frr:
+    def __init__(self, node: Node, workdir: Path, pathspace: str) -> None:
+        self.node = node
+        self.workdir = workdir
+        self.pathspace = pathspace
+
+    @property
+    def run_dir(self) -> Path:
+        return self.workdir / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "log"
+
+    @property
+    def config_file(self) -> Path:
+        return self.workdir / "frr.conf"
+
+    def prepare(self, config: str) -> None:
+        for d in (self.run_dir, self.log_dir):
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.chown(d, "frr", "frr")
+        self.config_file.write_text(config)
+
+    def daemon_argv(self, daemon: str, extra: tuple[str, ...] = ()) -> list[str]:
+        return [str(FRR_SBIN / daemon), "-d", "-N", self.pathspace, "-u", "frr", "-g", "frr",
+                "--vty_socket", str(self.run_dir), "-z", str(self.run_dir / "zserv.api"),
+                "-i", str(self.run_dir / f"{daemon}.pid"), "-f", "/dev/null",
+                "--log", f"file:{self.log_dir / daemon}.log", *extra]
+
+    def start(self, journal: Journal, zebra_args: tuple[str, ...] = ()) -> None:
+        """Start zebra first (the others connect to its zserv socket), then the rest."""
+        journal.path_outside_lab(FRR_STATE / self.pathspace)
+        self._start_daemon("zebra", journal, zebra_args)
+        self._wait_for(self.run_dir / "zserv.api")
+        for daemon in DAEMONS[1:]:
+            self._start_daemon(daemon, journal)
+        for daemon in DAEMONS:
+            self._wait_for(self.run_dir / f"{daemon}.vty")
+        out = self._vtysh_process(["-f", str(self.config_file)])
+        if out.returncode != 0:
+            raise LabError(f"{self.node.name}: FRR rejected {self.config_file}:\n"
+                           f"{out.stdout}{out.stderr}")
+
+    def _start_daemon(self, daemon: str, journal: Journal, extra: tuple[str, ...] = ()) -> None:
+        out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=START_TIMEOUT_S)
+        if out.returncode != 0:
+            raise LabError(f"{self.node.name}: {daemon} failed to start:\n{out.stderr}")
+        pid = self.daemon_pid(daemon)
+        if pid is not None:
+            journal.process(pid, f"{self.node.name}/{daemon}")
+
+    def daemon_pid(self, daemon: str) -> int | None:
+        try:
+            return int((self.run_dir / f"{daemon}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _wait_for(self, path: Path) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise LabError(f"{self.node.name}: {path.name} did not appear within "
+                               f"{START_TIMEOUT_S:.0f}s; see {self.log_dir}")
+            time.sleep(0.01)
+
+    def _vtysh_process(self, args: list[str],
+                       timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["vtysh", "--vty_socket", str(self.run_dir), *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def vtysh(self, *commands: str) -> str:
+        args = [a for c in commands for a in ("-c", c)]
+        out = self._vtysh_process(args)
+        if out.returncode != 0:
+            raise LabError(f"{self.node.name}: vtysh {' / '.join(commands)} failed: "
+                           f"{out.stderr.strip() or out.stdout.strip()}")
+        return out.stdout
+
+    def vtysh_json(self, command: str) -> Any:
+        text = self.vtysh(command if command.endswith(" json") else command + " json")
+        return json.loads(text) if text.strip() else {}
+
+    def bgp_peer_states(self) -> dict[str, str]:
+        """Peer address -> BGP FSM state, over every address family."""
+        summary = self.vtysh_json("show bgp summary")
+        states = {}
+        for family in summary.values():
+            for peer, info in family.get("peers", {}).items():
+                states[peer] = info.get("state", "unknown")
+        return states

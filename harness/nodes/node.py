@@ -1,0 +1,58 @@
+"""A Node is a namespace you can run commands in; kinds add daemons by composition."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from pyroute2 import IPRoute
+
+from harness.runtime.base import Runtime
+from harness.runtime.nsenter import netlink, write_sysctls
+from harness.topology.plan import NodePlan
+
+# Set before any link exists, so every interface inherits the `default` values.
+ROUTER_SYSCTLS = {
+    "net.ipv4.ip_forward": "1",
+    "net.ipv4.conf.all.rp_filter": "0",
+    "net.ipv4.conf.default.rp_filter": "0",
+    "net.ipv4.fib_multipath_hash_policy": "1",  # L4 hash: flows, not host pairs, spread
+    "net.ipv6.conf.all.forwarding": "1",
+    "net.ipv6.conf.default.forwarding": "1",
+    "net.ipv6.fib_multipath_hash_policy": "1",
+    "net.ipv6.conf.all.keep_addr_on_down": "1",
+    "net.ipv6.conf.default.accept_dad": "0",  # no 1-2 s 'tentative' wait before BGP binds
+    "net.ipv6.conf.all.accept_dad": "0",
+    "net.ipv6.conf.all.seg6_enabled": "1",
+    "net.ipv6.conf.default.seg6_enabled": "1",
+    "net.ipv4.icmp_ratelimit": "0",  # probes and traceroutes must not be throttled
+    "net.ipv6.icmp.ratelimit": "0",
+}
+
+
+class Node:
+    def __init__(self, plan: NodePlan, runtime: Runtime) -> None:
+        self.plan = plan
+        self.runtime = runtime
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def cmd(self, *argv: str, timeout: float | None = 60,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+        return self.runtime.run(self.name, argv, timeout=timeout, check=check)
+
+    def popen(self, argv: Sequence[str], **kwargs: object) -> subprocess.Popen:
+        return self.runtime.popen(self.name, argv, **kwargs)
+
+    def netlink(self) -> IPRoute:
+        return netlink(self.runtime.netns_path(self.name))
+
+    def configure_base(self, ip: IPRoute) -> None:
+        """Sysctls, `lo` up and the loopback addresses: the node before any link."""
+        write_sysctls(self.runtime.netns_path(self.name), ROUTER_SYSCTLS)
+        lo = ip.link_lookup(ifname="lo")[0]
+        ip.link("set", index=lo, state="up")
+        ip.addr("add", index=lo, address=self.plan.loopback4, prefixlen=32)
+        ip.addr("add", index=lo, address=self.plan.loopback6, prefixlen=128)

@@ -1,0 +1,64 @@
+"""The embedded default runtime: each node is a named network namespace, nothing more.
+
+No container engine, no images: processes of a node are started with `ip netns exec`, so they
+see the node's interfaces and the host's filesystem, exactly like Mininet hosts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from harness.paths import NETNS_PREFIX, lab_netns_prefix, netns_name
+from harness.runtime.journal import Journal
+from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
+from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+
+
+class NetnsRuntime:
+    name = "netns"
+
+    def __init__(self, lab: str, journal: Journal) -> None:
+        self.lab = lab
+        self.journal = journal
+
+    def netns_path(self, node: str) -> str:
+        return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
+
+    def create_node(self, node: str) -> None:
+        name = netns_name(self.lab, node)
+        self.journal.netns(name)  # first: a kill between the two lines leaves a known name
+        create_netns(name)
+
+    def _wrap(self, node: str, argv: Sequence[str]) -> list[str]:
+        return ["ip", "netns", "exec", netns_name(self.lab, node), *argv]
+
+    def run(self, node: str, argv: Sequence[str], *, timeout: float | None = 60,
+            input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self._wrap(node, argv), capture_output=True, text=True,
+                              timeout=timeout, input=input, check=check)
+
+    def popen(self, node: str, argv: Sequence[str], **kwargs: object) -> subprocess.Popen:
+        return subprocess.Popen(self._wrap(node, argv), **kwargs)  # type: ignore[call-overload]
+
+    def interactive(self, node: str, argv: Sequence[str]) -> int:
+        return subprocess.call(self._wrap(node, argv))
+
+    def existing_nodes(self) -> list[str]:
+        prefix = lab_netns_prefix(self.lab)
+        return [n.removeprefix(prefix) for n in list_netns() if n.startswith(prefix)]
+
+    def destroy(self) -> None:
+        prefix = lab_netns_prefix(self.lab)
+        names = {n for n in list_netns() if n.startswith(prefix)}
+        names |= {n for n in self.journal.namespaces() if n.startswith(prefix)}
+        paths = [f"{NETNS_RUN_DIR}/{n}" for n in names]
+        kill_and_reap(pids_in_namespaces(namespace_ids(paths)))
+        for name in names:
+            remove_netns(name)
+
+    @staticmethod
+    def all_lab_names() -> set[str]:
+        """Labs that own at least one namespace, journal or not (for `destroy --all`)."""
+        return {n.split(".")[1] for n in list_netns()
+                if n.startswith(NETNS_PREFIX + ".") and n.count(".") >= 2}

@@ -1,0 +1,1 @@
+"""Topology model: a file goes load -> validate -> augment -> render, each a pure function."""

@@ -1,0 +1,176 @@
+"""Load a topology file: YAML -> Python data with a line for every key -> schema.
+
+PyYAML forgets where a value came from and silently keeps the last of two duplicate keys, so
+the loader walks the composed node tree itself: it records the line of every key path and
+refuses duplicates. Schema errors are then reported at the line of the key they name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness.errors import TopologyError, TopologyProblem
+from harness.topology.schema import TopologyFile
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Line numbers (1-based) of every key path in one file."""
+
+    file: str
+    lines: dict[KeyPath, int]
+
+    def line_of(self, path: KeyPath) -> int | None:
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get(())
+
+    def problem(self, path: KeyPath, message: str, fix: str = "") -> TopologyProblem:
+        return TopologyProblem(message, key=dotted(path), fix=fix, file=self.file,
+                               line=self.line_of(path))
+
+
+def dotted(path: KeyPath) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, src: SourceMap,
+          problems: list[TopologyProblem]) -> Any:
+    src.lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool) or key is None:
+                problems.append(src.problem(path, f"key {key!r} is not a plain name"))
+                continue
+            key = str(key)
+            child = (*path, key)
+            if key in result:
+                problems.append(TopologyProblem(
+                    f"duplicate key {key!r} (first at line {src.lines[child]})",
+                    key=dotted(child), file=src.file, line=key_node.start_mark.line + 1,
+                    fix="YAML keeps only the last one; rename or remove one of them"))
+                continue
+            src.lines[child] = key_node.start_mark.line + 1
+            result[key] = _walk(loader, value_node, child, src, problems)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [_walk(loader, item, (*path, i), src, problems) for i, item in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
+    src = SourceMap(file, {})
+    loader = yaml.SafeLoader(text)
+    problems: list[TopologyProblem] = []
+    try:
+        node = loader.get_single_node()
+        data = None if node is None else _walk(loader, node, (), src, problems)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise TopologyError([TopologyProblem(
+            f"not valid YAML: {reason}", file=file, line=mark.line + 1 if mark else None,
+            fix="check indentation and quoting near that line")]) from exc
+    finally:
+        loader.dispose()
+    if problems:
+        raise TopologyError(problems)
+    return data, src
+
+
+def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
+    """The keys the schema accepts at `path`, for 'did you mean' suggestions."""
+    current: Any = model
+    for part in path[:-1]:
+        if isinstance(part, int) or current is None:
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is not None:  # else a user's own key (a node name): same model below it
+            current = _field_model(field.annotation)
+    return list(getattr(current, "model_fields", {}))
+
+
+def _field_model(annotation: Any) -> Any:
+    """The model inside an annotation such as `NodeSpec`, `list[LinkSpec]` or `X | None`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _field_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def schema_problems(exc: ValidationError, src: SourceMap) -> list[TopologyProblem]:
+    problems = []
+    for err in exc.errors():
+        path: KeyPath = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            bad = str(path[-1])
+            options = _allowed_keys(TopologyFile, path)
+            close = difflib.get_close_matches(bad, options, n=1, cutoff=0.6)
+            fix = f"did you mean '{close[0]}'?" if close else (
+                f"allowed keys here: {', '.join(options)}" if options else "remove it")
+            problems.append(src.problem(path, f"unknown key '{bad}'", fix))
+        elif err["type"] == "missing":
+            problems.append(src.problem(path[:-1], f"missing required key '{path[-1]}'",
+                                        f"add '{path[-1]}:'"))
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            problems.append(src.problem(path, message, _fix_for(err)))
+    return problems
+
+
+def _fix_for(err: Any) -> str:
+    if err["type"] == "enum":
+        options = [o.strip(" '") for o in err["ctx"]["expected"].replace(" or ", ",").split(",")]
+        close = difflib.get_close_matches(str(err["input"]), options, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return hint + f"use one of: {', '.join(options)}"
+    if err["type"] == "string_pattern_mismatch":
+        return "use letters, digits, '-' and '_' only, starting with a letter or digit"
+    return ""
+
+
+@dataclass(frozen=True)
+class LoadedTopology:
+    spec: TopologyFile
+    source: SourceMap
+
+
+def load_text(text: str, file: str = "<topology>") -> LoadedTopology:
+    data, src = parse_yaml(text, file)
+    if not isinstance(data, dict):
+        raise TopologyError([TopologyProblem(
+            "a topology file is a mapping with 'name' and 'topology'", file=file, line=1,
+            fix="start the file with 'name: mylab' and a 'topology:' section")])
+    try:
+        spec = TopologyFile.model_validate(data)
+    except ValidationError as exc:
+        raise TopologyError(schema_problems(exc, src)) from None
+    return LoadedTopology(spec, src)
+
+
+def load_file(path: str | Path) -> LoadedTopology:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError([TopologyProblem(f"cannot read file: {exc}", file=str(path),
+                                             fix="pass the path of a topology .yml")]) from exc
+    return load_text(text, str(path))

@@ -1,0 +1,114 @@
+"""The lab plan: everything deploy needs, fully resolved (addresses, ASNs, sessions).
+
+The plan is the only thing the runtime reads. It is saved as `plan.json` in the lab directory
+before any namespace exists, so `destroy` and `inspect` work even after a crashed deploy.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.topology.schema import Kind, Role
+
+
+class _Plain(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Endpoint(_Plain):
+    node: str
+    iface: str
+
+    def __str__(self) -> str:
+        return f"{self.node}:{self.iface}"
+
+
+class Impairment(_Plain):
+    """What a link does to packets beyond forwarding them; all None means a clean link."""
+
+    delay_us: float = 0.0
+    jitter_us: float = 0.0
+    loss_pct: float = 0.0
+    duplicate_pct: float = 0.0
+    rate_bps: int | None = None
+
+    @property
+    def is_clean(self) -> bool:
+        return not (self.delay_us or self.jitter_us or self.loss_pct or self.duplicate_pct
+                    or self.rate_bps)
+
+
+class Interface(_Plain):
+    name: str
+    ipv4: str  # "10.1.0.0/31"
+    ipv6: str  # "fd00:0:1::/127"
+    mtu: int
+    peer: Endpoint
+
+
+class LinkPlan(_Plain):
+    a: Endpoint
+    b: Endpoint
+    mtu: int
+    distance_km: float | None = None
+    impairment: Impairment = Impairment()
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}--{self.b}"
+
+
+class Session(_Plain):
+    """One eBGP session as seen from `node`; each link yields one per address family."""
+
+    node: str
+    peer: str
+    afi: str  # "ipv4" | "ipv6"
+    local_ip: str
+    peer_ip: str
+    local_asn: int
+    peer_asn: int
+    iface: str
+
+
+class NodePlan(_Plain):
+    name: str
+    role: Role
+    kind: Kind
+    asn: int
+    router_id: str
+    loopback4: str  # address only
+    loopback6: str
+    plane: int | None = None
+    group: str | None = None
+    labels: dict[str, str] = {}
+    exec: list[str] = []
+    interfaces: list[Interface] = []
+
+
+class BfdPlan(_Plain):
+    interval_ms: int
+    multiplier: int
+
+
+class LabPlan(_Plain):
+    name: str
+    source: str
+    keepalive: int
+    hold: int
+    bfd: BfdPlan | None = None
+    nodes: list[NodePlan]
+    links: list[LinkPlan]
+    sessions: list[Session]
+
+    def node(self, name: str) -> NodePlan:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def sessions_of(self, node: str) -> list[Session]:
+        return [s for s in self.sessions if s.node == node]
+
+    def loopbacks(self) -> dict[str, tuple[str, str]]:
+        return {n.name: (n.loopback4, n.loopback6) for n in self.nodes}
