@@ -74,7 +74,7 @@ def deploy(args: argparse.Namespace) -> int:
                   f"Established, {conv.routes_total} loopback routes in place.")
     out.print(f"Try: labctl exec {plan.nodes[-1].name} -- ping -c3 {plan.nodes[0].loopback4}"
               f"   |   labctl vtysh {plan.nodes[0].name} -c 'show bgp summary'"
-              f"   |   labctl destroy {plan.name}")
+              f"   |   labctl destroy {plan.name}", soft_wrap=True)
     return 0
 
 
