@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from harness.converge import Convergence, wait_converged
 from harness.errors import LabError
-from harness.links.veth import configure_interface, create_veth
+from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.frr import FRR_STATE, Frr
 from harness.nodes.node import Node
 from harness.paths import frr_pathspace, lab_dir, labs_root
@@ -26,6 +27,7 @@ from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
 from harness.runtime.netns import NetnsRuntime
 from harness.runtime.processes import kill_and_reap
+from harness.runtime.rtnl_batch import RtnlBatch
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
 
@@ -104,21 +106,33 @@ class Lab:
         (self.dir / PLAN_FILE).write_text(self.plan.model_dump_json(indent=1))
 
     def _create_nodes_and_links(self, progress: Progress) -> None:
-        with contextlib.ExitStack() as stack:
-            handles = {}
+        """Two netlink batches per node: its loopback and the veths it is side A of, then the
+        addresses of every end (B ends exist only once all A sides are committed)."""
+        batches: dict[str, RtnlBatch] = {}
+        try:
             progress.stage("namespaces", len(self.nodes))
             for node in self.nodes.values():
                 self.runtime.create_node(node.name)
-                handles[node.name] = stack.enter_context(node.netlink())
-                node.configure_base(handles[node.name])
+                batches[node.name] = node.open_batch()
                 progress.advance(1)
             progress.stage("links", len(self.plan.links))
-            interfaces = {(n.name, i.name): i for n in self.plan.nodes for i in n.interfaces}
-            for link in self.plan.links:
-                create_veth(link, handles[link.a.node], self.runtime.netns_path(link.b.node))
-                for end in (link.a, link.b):
-                    configure_interface(handles[end.node], interfaces[end.node, end.iface])
+            fds = [queue_veth(batches[link.a.node], self.plan, link,
+                              self.runtime.netns_path(link.b.node)) for link in self.plan.links]
+            try:
+                for node, batch in batches.items():
+                    batch.commit()
+                    progress.advance(sum(1 for link in self.plan.links if link.a.node == node))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            progress.stage("addresses", len(self.nodes))
+            for node in self.nodes.values():
+                queue_addresses(batches[node.name], node.plan)
+                batches[node.name].commit()
                 progress.advance(1)
+        finally:
+            for batch in batches.values():
+                batch.sock.close()
 
     def _start_frr(self, progress: Progress) -> None:
         progress.stage("FRR", len(self.nodes))
