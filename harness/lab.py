@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.converge import Convergence, wait_converged
 from harness.errors import LabError
 from harness.links.veth import queue_addresses, queue_veth
-from harness.nodes.frr import FRR_STATE, Frr
+from harness.nodes.frr import FRR_SBIN, FRR_STATE, Frr
 from harness.nodes.node import Node
 from harness.paths import frr_pathspace, lab_dir, labs_root
 from harness.runtime.base import Runtime
@@ -31,7 +31,7 @@ from harness.runtime.rtnl_batch import RtnlBatch
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
 
-RUNTIMES: dict[str, type[NetnsRuntime]] = {"netns": NetnsRuntime}
+RUNTIMES: dict[str, Callable[[str, Journal], Runtime]] = {"netns": NetnsRuntime}
 PLAN_FILE = "plan.json"
 JOURNAL_FILE = "journal.jsonl"
 
@@ -81,6 +81,9 @@ class Lab:
     def deploy(self, progress: Progress | None = None, *, start_frr: bool = True,
                timeout: float = 120.0) -> Convergence | None:
         progress = progress or Progress()
+        if start_frr and not (FRR_SBIN / "zebra").exists():
+            raise LabError(f"FRR is not installed ({FRR_SBIN}/zebra is missing): "
+                           "`apt-get install frr`, or run `make lab` which installs it")
         self._claim()
         try:
             self._create_nodes_and_links(progress)
@@ -164,16 +167,21 @@ class Lab:
         destroy_lab(self.plan.name)
 
 
-def destroy_lab(name: str) -> None:
-    """Remove everything of lab `name` that exists: journal first, then a sweep by prefix."""
+def destroy_lab(name: str) -> bool:
+    """Remove everything of lab `name` that exists: journal first, then a sweep by prefix.
+
+    Returns whether there was anything to remove."""
     directory = lab_dir(name)
     journal = Journal(directory / JOURNAL_FILE)
-    RUNTIMES[journal.runtime_name() or "netns"](name, journal).destroy()
+    runtime = RUNTIMES[journal.runtime_name() or "netns"](name, journal)
+    existed = directory.exists() or bool(runtime.existing_nodes())
+    runtime.destroy()
     kill_and_reap([p.pid for p in journal.processes() if p.alive()])
     leftovers = [*journal.paths(), *map(Path, glob.glob(f"{FRR_STATE}/{frr_pathspace(name, '')}*"))]
     for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
+    return existed
 
 
 def lab_names() -> list[str]:

@@ -82,8 +82,7 @@ def destroy(args: argparse.Namespace) -> int:
     require_root()
     names = lab_names() if args.all else [args.name]
     for name in names:
-        destroy_lab(name)
-        out.print(f"destroyed {name}")
+        out.print(f"destroyed {name}" if destroy_lab(name) else f"{name}: nothing to destroy")
     return 0
 
 

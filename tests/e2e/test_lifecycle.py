@@ -12,8 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from harness.errors import LabError
 from harness.lab import Lab
 from harness.paths import lab_dir
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
 from tests.conftest import REPO, TOPOLOGIES
 from tests.e2e.conftest import LABCTL, deploy, labctl, leftovers
 
@@ -102,3 +105,30 @@ def test_two_labs_side_by_side_and_the_host_is_untouched() -> None:
     after = host_state()
     for key in before:
         assert after[key] == before[key], f"host {key} changed"
+
+
+def test_convergence_timeout_names_what_is_missing() -> None:
+    lab = Lab(augment(load_file(TOPOLOGIES / "clos.yml"), "e2eslow"))
+    try:
+        with pytest.raises(LabError) as caught:
+            lab.deploy(timeout=0)
+        text = str(caught.value)
+        assert "did not converge within 0s" in text
+        assert re.search(r"session \w+ -> \w+ \(ipv[46] [0-9a-f.:]+\) not Established", text) \
+            or "FIB lacks" in text
+        assert lab.dir.exists()  # built but not converged: kept for inspection
+    finally:
+        lab.destroy()
+    assert leftovers("e2eslow") == []
+
+
+def test_doctor_reports_every_probe_with_its_evidence() -> None:
+    out = labctl("doctor", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    names = {f["name"] for f in report["features"]}
+    assert {"netem", "vrf", "openvswitch", "mpls", "seg6", "seg6local", "fq"} <= names
+    for f in report["features"]:
+        assert isinstance(f["available"], bool) and f["detail"]
+        assert (f["detail"] == "works") == f["available"]
+    assert any(t["name"] == "frr" and t["path"] for t in report["tools"])
