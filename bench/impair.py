@@ -20,21 +20,12 @@ from harness.links import impair
 from harness.links.fibre import one_way_delay_us
 from harness.links.impair import engine
 from harness.links.impair.backend import select_backend
+from harness.links.impair.engine import REPO
 from harness.links.impair.measure import ping
 from harness.topology.augment import augment
-from harness.topology.loader import load_text
+from harness.topology.loader import load_file
 from harness.topology.plan import Endpoint, Impairment
 
-TOPOLOGY = """
-name: impbench
-topology:
-  defaults: {kind: frr}
-  nodes:
-    r1: {role: leaf}
-    r2: {role: spine}
-  links:
-    - endpoints: ["r1:eth1", "r2:eth1"]
-"""
 TARGETS_US = [("100us", 100.0), ("200us (40 km)", one_way_delay_us(40)), ("1ms", 1000.0),
               ("5ms (1000 km)", one_way_delay_us(1000)), ("50ms", 50_000.0)]
 R1, R2 = Endpoint(node="r1", iface="eth1"), Endpoint(node="r2", iface="eth1")
@@ -103,7 +94,7 @@ def throughput_rows(lab: Lab, address: str) -> None:
 
 
 def main() -> None:
-    lab = Lab(augment(load_text(TOPOLOGY)))
+    lab = Lab(augment(load_file(REPO / "topologies" / "pair.yml"), "impbench"))
     lab.deploy(start_frr=False)
     try:
         address = lab.plan.node("r2").interfaces[0].ipv4.split("/")[0]

@@ -14,25 +14,19 @@ from harness.links import impair
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.plan import Endpoint, Impairment
+from tests.conftest import TOPOLOGIES
 
-PAIR = """
-name: impunit
-topology:
-  defaults: {kind: frr}
-  nodes:
-    r1: {role: leaf}
-    r2: {role: spine}
-  links:
-    - endpoints: ["r1:eth1", "r2:eth1"]
-      distance_km: 40
-      loss: 0.1%
-"""
+
+def pair_with(link_keys: str) -> str:
+    """topologies/pair.yml with extra keys on its one link (the file ends with that link)."""
+    return (TOPOLOGIES / "pair.yml").read_text() + link_keys
 
 
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lab:
     monkeypatch.setenv("FABRIC_LAB_ROOT", str(tmp_path))
-    return Lab(augment(load_text(PAIR)))
+    return Lab(augment(load_text(pair_with("      distance_km: 40\n      loss: 0.1%\n")),
+                       "impunit"))
 
 
 def test_topology_impairment_comes_from_the_fibre(lab: Lab) -> None:
