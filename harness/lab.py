@@ -19,6 +19,7 @@ from pathlib import Path
 
 from harness.converge import Convergence, wait_converged
 from harness.errors import LabError
+from harness.links import impair
 from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.frr import FRR_SBIN, FRR_STATE, Frr
 from harness.nodes.node import Node
@@ -87,6 +88,7 @@ class Lab:
         self._claim()
         try:
             self._create_nodes_and_links(progress)
+            impair.apply_links(self, progress)
             if start_frr:
                 self._start_frr(progress)
             self._run_exec(progress)

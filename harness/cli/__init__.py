@@ -10,10 +10,10 @@ from types import FrameType
 from rich.console import Console
 from rich.markup import escape
 
-from harness.cli import access, doctor, graph, inspect, lifecycle
+from harness.cli import access, doctor, graph, inspect, lifecycle, netem
 from harness.errors import FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, netem)
 console = Console(stderr=True)
 
 
