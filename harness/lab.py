@@ -21,6 +21,7 @@ from harness.errors import LabError
 from harness.links.veth import configure_interface, create_veth
 from harness.nodes.frr import FRR_STATE, Frr
 from harness.nodes.node import Node
+from harness.nodes.switch import Switch
 from harness.paths import frr_pathspace, lab_dir, labs_root
 from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
@@ -28,6 +29,7 @@ from harness.runtime.netns import NetnsRuntime
 from harness.runtime.processes import kill_and_reap
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
+from harness.topology.schema import Kind
 
 RUNTIMES: dict[str, type[NetnsRuntime]] = {"netns": NetnsRuntime}
 PLAN_FILE = "plan.json"
@@ -125,8 +127,12 @@ class Lab:
 
         def start(name: str) -> None:
             frr = self.frr(name)
-            frr.prepare(render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log")))
-            frr.start(self.journal)
+            config = render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log"))
+            if self.plan.node(name).kind is Kind.sai:
+                Switch(frr).start(self.journal, config)
+            else:
+                frr.prepare(config)
+                frr.start(self.journal)
             progress.advance(1)
 
         with ThreadPoolExecutor(max_workers=8) as pool:

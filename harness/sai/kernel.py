@@ -4,8 +4,8 @@ What reaches the kernel:
 - next hop (IP) -> a nexthop object `id N via IP dev PORT`; (SRv6 SID list) -> a nexthop
   object with `encap seg6 mode encap segs ...`;
 - next-hop group + members -> a group nexthop object `group A,wA/B,wB` (kernel weight = SAI
-  weight), replaced in place when members change; an empty group has no kernel object and
-  routes to it are blackholes until it gets a member;
+  weight), built when a route first uses it and rebuilt (never edited) when members change;
+  an empty group has no kernel object and routes to it are blackholes;
 - route entry -> a route in the SAI table (`table 200 proto 250`) by `nhid`, or `dev PORT`
   for a router-interface next hop (connected subnet), or `blackhole` for DROP;
 - neighbor entry -> a permanent neighbor; my-SID entry -> a `seg6local` route (End, End.X,
@@ -28,6 +28,7 @@ from harness.runtime.nsenter import netlink
 from harness.sai.backend import Discovery, Op, Ref
 from harness.sai.netlink import (
     NLM_F_CREATE,
+    NLM_F_EXCL,
     NLM_F_REPLACE,
     RTM_DELNEXTHOP,
     RTM_DELROUTE,
@@ -62,7 +63,7 @@ from harness.sai.types import NULL_OID, NeighborKey, ObjectType, RouteKey, oid_t
 if TYPE_CHECKING:
     from harness.sai.switch import SaiSwitch
 
-SAI_TABLE = 200  # the FIB the agent programs; ip rules make it the one that forwards
+SAI_TABLE = 252  # the FIB the agent programs; ip rules make it the one that forwards
 RTPROT_SAI = 250  # protocol of every route and nexthop this backend owns
 NH_ID_BASE = 1 << 30  # kernel nexthop ids of SAI objects; zebra counts up from 1
 NUD_PERMANENT = 0x80
@@ -114,6 +115,10 @@ class KernelBackend:
         """Route ops go to the kernel as one netlink batch; everything else one by one."""
         statuses: list[Status | None] = [None] * len(ops)
         routes = [(i, op) for i, op in enumerate(ops) if isinstance(op.ref, RouteKey)]
+        for group in {op.new.next_hop_id for _, op in routes if isinstance(op.new, RouteEntry)}:
+            if (oid_type(group) is ObjectType.NEXT_HOP_GROUP and group not in self._live_groups
+                    and self.view is not None and self.view.members(group)):
+                self._materialize(group)
         if routes:
             first = self.channel.reserve(len(routes))
             messages = [self._route_message(op, first + n) for n, (_, op) in enumerate(routes)]
@@ -211,24 +216,48 @@ class KernelBackend:
         return self.channel.request(msg, RTM_DELNEXTHOP)
 
     def _refresh_group(self, group: int) -> Status:
-        """Make the kernel group match the SAI members (weights included), in place."""
+        """Make the kernel group match the SAI members (weights included).
+
+        A kernel group is never replaced in place: zebra watches every nexthop object of the
+        namespace and answers an in-place change of a group it has seen with its own stale
+        copy ("Kernel updated a nexthop group ... sending it back down"). So a change builds
+        a new group object, re-points the routes (a route replace: no gap), then deletes the
+        old one. Groups no route uses yet are not in the kernel at all (built on first use).
+        """
+        assert self.view is not None
+        old = self.handles.get(group) if group in self._live_groups else None
+        if old is None and not self._routes_to(group):
+            return Status.SUCCESS
+        if not self.view.members(group):
+            self._live_groups.discard(group)
+            self.handles.pop(group, None)
+            status = self._reprogram_routes(group)  # routes become blackholes first
+            return status if not status.ok or old is None else _status(self._delete_nexthop(old))
+        status = self._materialize(group)
+        if status.ok:
+            status = self._reprogram_routes(group)
+        if status.ok and old is not None:
+            status = _status(self._delete_nexthop(old))
+        return status
+
+    def _routes_to(self, group: int) -> list[RouteKey]:
+        assert self.view is not None
+        return [r for r in self.view.referrers(group) if isinstance(r, RouteKey)]
+
+    def _materialize(self, group: int) -> Status:
+        """A fresh kernel group object holding the group's current members."""
         assert self.view is not None
         members = [(self.handles[m.next_hop_id], m.weight)
                    for m in self.view.members(group).values()]
-        if not members:
-            if group not in self._live_groups:
-                return Status.SUCCESS
-            self._live_groups.discard(group)
-            status = self._reprogram_routes(group)  # routes become blackholes first
-            return status if not status.ok else _status(
-                self._delete_nexthop(self.handles.pop(group)))
+        handle = self._next_id
+        self._next_id += 1
         msg = nhmsg()
         msg["protocol"] = RTPROT_SAI
-        msg["attrs"] = [("NHA_ID", self._handle(group)), ("NHA_GROUP", pack_group(members))]
-        status = _status(self.channel.request(msg, RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE))
-        if status.ok and group not in self._live_groups:
+        msg["attrs"] = [("NHA_ID", handle), ("NHA_GROUP", pack_group(members))]
+        status = _status(self.channel.request(msg, RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_EXCL))
+        if status.ok:
+            self.handles[group] = handle
             self._live_groups.add(group)
-            status = self._reprogram_routes(group)
         return status
 
     def _reprogram_users(self, sid_list: int) -> Status:

@@ -1,0 +1,91 @@
+"""A `kind: sai` switch: FRR whose zebra feeds the SAI agent over FPM, not the kernel FIB.
+
+How double programming is avoided. zebra 8.4 has no way to turn its kernel dataplane off, so
+it still writes its routes to table main. On a switch node that table is never consulted:
+the node's ip rules are `local` (the kernel's own addresses), then the SAI table (200, the
+routes the agent programmed), and nothing else; the `main` rule is deleted. Only IPv6
+link-local destinations (fe80::/10, ND and friends, "trapped to the CPU" on a real switch)
+still look up main, where the kernel itself keeps the per-interface fe80::/64 routes.
+So every transit packet is forwarded by what the agent programmed: a route withdrawn in FRR
+disappears from forwarding only when the agent removes it, and a route the agent failed to
+program does not forward even though zebra has it in main.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.agent.control import SOCKET_NAME, ask
+from harness.agent.fpm import FPM_PORT
+from harness.errors import LabError
+from harness.nodes.frr import Frr
+from harness.runtime.journal import Journal
+from harness.sai.kernel import SAI_TABLE
+from harness.topology.schema import Kind
+
+RT_TABLE_MAIN = 254
+SAI_RULE_PREF = 1000
+MAIN_RULE_PREF = 32766
+LINK_LOCAL_RULE_PREF = 999
+AGENT_START_S = 20.0
+ZEBRA_ARGS = ("-M", "dplane_fpm_nl")
+
+
+def fib_table(kind: Kind) -> int:
+    """The kernel table that forwards transit packets on a node of this kind."""
+    return SAI_TABLE if kind is Kind.sai else RT_TABLE_MAIN
+
+
+def fpm_config(port: int = FPM_PORT) -> str:
+    # use-next-hop-groups is zebra 8.4's default; said explicitly so the agent's input is fixed.
+    return f"!\nfpm address 127.0.0.1 port {port}\nfpm use-next-hop-groups\n!\n"
+
+
+class Switch:
+    def __init__(self, frr: Frr) -> None:
+        self.frr = frr
+        self.node = frr.node
+
+    @property
+    def agent_log(self) -> Path:
+        return self.frr.workdir / "agent.log"
+
+    def install_rules(self) -> None:
+        """local -> SAI table -> nothing (fe80::/10 -> main): see the module docstring."""
+        with self.node.netlink() as ip:
+            for family in (socket.AF_INET, socket.AF_INET6):
+                ip.rule("add", family=family, table=SAI_TABLE, priority=SAI_RULE_PREF)
+                ip.rule("del", family=family, table=RT_TABLE_MAIN, priority=MAIN_RULE_PREF)
+            ip.rule("add", family=socket.AF_INET6, table=RT_TABLE_MAIN,
+                    priority=LINK_LOCAL_RULE_PREF, dst="fe80::", dst_len=10)
+
+    def start_agent(self, journal: Journal, capacity: str = "linux") -> int:
+        """Start the agent inside the node (the namespace sweep ends it on destroy, and its
+        pid is journaled); return once its control socket answers."""
+        (self.frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
+        with open(self.frr.workdir / "agent.out", "ab") as out:
+            proc = self.node.popen([sys.executable, "-m", "harness.agent", "--node-dir",
+                                    str(self.frr.workdir), "--capacity", capacity],
+                                   stdout=out, stderr=out, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        journal.process(proc.pid, f"{self.node.name}/sai-agent")
+        deadline = time.monotonic() + AGENT_START_S
+        while True:
+            try:
+                return int(ask(self.frr.workdir, {"cmd": "status"}, timeout=2)["pid"])
+            except LabError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = (self.frr.workdir / "agent.out").read_text()[-2000:]
+                    raise LabError(f"{self.node.name}: the SAI agent did not start; see "
+                                   f"{self.agent_log}\n{tail}") from None
+                time.sleep(0.05)
+
+    def start(self, journal: Journal, config: str) -> None:
+        self.frr.prepare(config + fpm_config())
+        self.install_rules()
+        self.start_agent(journal)
+        self.frr.start(journal, zebra_args=ZEBRA_ARGS)
