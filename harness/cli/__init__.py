@@ -10,10 +10,10 @@ from types import FrameType
 
 from rich.console import Console
 
-from harness.cli import access, doctor, graph, inspect, lifecycle
+from harness.cli import access, doctor, graph, inspect, lifecycle, sai
 from harness.errors import FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, sai)
 console = Console(stderr=True)
 
 

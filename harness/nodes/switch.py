@@ -24,6 +24,7 @@ from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.nodes.frr import Frr
 from harness.runtime.journal import Journal
+from harness.runtime.processes import kill_and_reap
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.schema import Kind
 
@@ -83,6 +84,17 @@ class Switch:
                     raise LabError(f"{self.node.name}: the SAI agent did not start; see "
                                    f"{self.agent_log}\n{tail}") from None
                 time.sleep(0.05)
+
+    def restart_agent(self, journal: Journal) -> tuple[int | None, int]:
+        """Warm restart: SIGKILL the agent (no goodbye, like a crash) and start a new one,
+        which reads the kernel back and reconciles with zebra's replay. Returns both pids."""
+        try:
+            old = int(ask(self.frr.workdir, {"cmd": "status"}, timeout=2)["pid"])
+        except LabError:
+            old = None
+        if old is not None:
+            kill_and_reap([old])
+        return old, self.start_agent(journal)
 
     def start(self, journal: Journal, config: str) -> None:
         self.frr.prepare(config + fpm_config())
