@@ -27,6 +27,7 @@ from pyroute2 import IPRoute
 from harness.runtime.nsenter import netlink
 from harness.sai.backend import Discovery, Op, Ref
 from harness.sai.netlink import (
+    LWTUNNEL_ENCAP_SEG6,
     NLM_F_CREATE,
     NLM_F_EXCL,
     NLM_F_REPLACE,
@@ -203,7 +204,8 @@ class KernelBackend:
             assert self.view is not None
             sids: Srv6SidList = self.view.record(hop.srv6_sidlist_id)  # type: ignore[assignment]
             msg["family"] = socket.AF_INET6
-            attrs += [("NHA_ENCAP_TYPE", 5), ("NHA_ENCAP", pack_seg6_encap(sids.segment_list))]
+            attrs += [("NHA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6),
+                      ("NHA_ENCAP_NESTED", pack_seg6_encap(sids.segment_list))]
         else:
             msg["family"] = socket.AF_INET6 if hop.ip.version == 6 else socket.AF_INET
             attrs.append(("NHA_GATEWAY", pack_address(str(hop.ip))))

@@ -37,11 +37,21 @@ class nhmsg(nlmsg):
     nla_map = ((0, "NHA_UNSPEC", "none"), (1, "NHA_ID", "uint32"), (2, "NHA_GROUP", "cdata"),
                (3, "NHA_GROUP_TYPE", "uint16"), (4, "NHA_BLACKHOLE", "flag"),
                (5, "NHA_OIF", "uint32"), (6, "NHA_GATEWAY", "cdata"),
-               (7, "NHA_ENCAP_TYPE", "uint16"), (8, "NHA_ENCAP", "cdata"))
+               (7, "NHA_ENCAP_TYPE", "uint16"), (8, "NHA_ENCAP", "cdata"),
+               (0x8008, "NHA_ENCAP_NESTED", "cdata"))  # the kernel wants NLA_F_NESTED
 
 
 class rtmsg_nh(rtmsg):
-    """pyroute2's rtmsg, extended up to RTA_NH_ID (30)."""
+    """pyroute2's rtmsg, extended up to RTA_NH_ID (30).
+
+    pyroute2 compiles a message class's NLA map once and keeps it in class attributes a
+    subclass inherits: without the reset below, rtmsg_nh would reuse rtmsg's map (and
+    silently drop RTA_NH_ID) whenever plain rtmsg happened to be used first.
+    """
+
+    _nlmsg_base__compiled_nla = False
+    _nlmsg_base__t_nla_map = None
+    _nlmsg_base__r_nla_map = None
 
     nla_map = (*((i, name, kind) for i, (name, kind) in enumerate(rtmsg.nla_map)),
                (24, "RTA_PAD", "hex"), (25, "RTA_UID", "uint32"),

@@ -112,7 +112,7 @@ def test_decode_inline_and_blackhole_routes() -> None:
 
 
 def test_weighted_ecmp_route_becomes_a_group_with_members(orch) -> None:
-    o, backend = orch
+    o, _ = orch
     ecmp(o, route("10.0.0.4/32", 3))
     (group,) = o.sai.objects(T.NEXT_HOP_GROUP)
     weights = {o.sai.record(m.next_hop_id).ip.exploded: m.weight  # type: ignore[union-attr]
