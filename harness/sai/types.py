@@ -7,7 +7,7 @@ numbers of object types are this model's own. An object id (OID) carries its typ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from ipaddress import IPv4Network, IPv6Address, IPv6Network
 
@@ -67,36 +67,37 @@ QOS_MAP_TYPES = ("SAI_QOS_MAP_TYPE_DSCP_TO_TC", "SAI_QOS_MAP_TYPE_TC_TO_QUEUE")
 
 
 @dataclass(frozen=True, order=True)
-class RouteKey:
+class _Key:
+    """An entry object's key (SAI keys routes, neighbors and SIDs by value, not by OID)."""
+
+    def __str__(self) -> str:
+        parts = (f"{f.name}={format_oid(v) if f.name.endswith('_id') else v}"
+                 for f in fields(self) for v in (getattr(self, f.name),))
+        return "{" + " ".join(parts) + "}"
+
+
+@dataclass(frozen=True, order=True)
+class RouteKey(_Key):
     """sai_route_entry_t: (virtual router, destination prefix)."""
 
     vr_id: int
     destination: IPv4Network | IPv6Network
 
-    def __str__(self) -> str:
-        return f"{{vr={format_oid(self.vr_id)} dest={self.destination}}}"
-
 
 @dataclass(frozen=True, order=True)
-class NeighborKey:
+class NeighborKey(_Key):
     """sai_neighbor_entry_t: (router interface, neighbor IP)."""
 
     rif_id: int
     ip: str
 
-    def __str__(self) -> str:
-        return f"{{rif={format_oid(self.rif_id)} ip={self.ip}}}"
-
 
 @dataclass(frozen=True, order=True)
-class MySidKey:
+class MySidKey(_Key):
     """sai_my_sid_entry_t, reduced to what Linux matches on: (virtual router, SID)."""
 
     vr_id: int
     sid: IPv6Address
-
-    def __str__(self) -> str:
-        return f"{{vr={format_oid(self.vr_id)} sid={self.sid}}}"
 
 
 EntryKey = RouteKey | NeighborKey | MySidKey
