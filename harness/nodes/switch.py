@@ -1,14 +1,14 @@
-"""A `kind: sai` switch: FRR whose zebra feeds the SAI agent over FPM, not the kernel FIB.
+"""A `kind: sai` switch: FRR whose zebra feeds the SAI agent over FPM; transit packets are
+forwarded by what the agent programmed, never by zebra's own kernel routes.
 
 How double programming is avoided. zebra 8.4 has no way to turn its kernel dataplane off, so
-it still writes its routes to table main. On a switch node that table is never consulted:
-the node's ip rules are `local` (the kernel's own addresses), then the SAI table (200, the
-routes the agent programmed), and nothing else; the `main` rule is deleted. Only IPv6
-link-local destinations (fe80::/10, ND and friends, "trapped to the CPU" on a real switch)
-still look up main, where the kernel itself keeps the per-interface fe80::/64 routes.
-So every transit packet is forwarded by what the agent programmed: a route withdrawn in FRR
-disappears from forwarding only when the agent removes it, and a route the agent failed to
-program does not forward even though zebra has it in main.
+it still writes its routes to table main. On a switch node that table serves only the CPU, as
+the kernel routes of a SONiC box do: the ip rules are `local` (the node's own addresses), then
+`iif lo lookup main` (packets the node itself originates: BGP, BFD, pings from the switch, and
+the kernel's own gateway checks when zebra installs a nexthop), then `lookup 252` (the SAI
+table), and nothing else; the `main` rule is deleted. A packet arriving on a port therefore
+only ever matches the SAI table: a route withdrawn in FRR stops forwarding when the agent
+removes it, and a route the agent failed to program does not forward though zebra has it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from harness.topology.schema import Kind
 RT_TABLE_MAIN = 254
 SAI_RULE_PREF = 1000
 MAIN_RULE_PREF = 32766
-LINK_LOCAL_RULE_PREF = 999
+CPU_RULE_PREF = 999
 AGENT_START_S = 20.0
 ZEBRA_ARGS = ("-M", "dplane_fpm_nl")
 
@@ -56,13 +56,13 @@ class Switch:
         return self.frr.workdir / "agent.log"
 
     def install_rules(self) -> None:
-        """local -> SAI table -> nothing (fe80::/10 -> main): see the module docstring."""
+        """local -> (own traffic: main) -> SAI table -> nothing: see the module docstring."""
         with self.node.netlink() as ip:
             for family in (socket.AF_INET, socket.AF_INET6):
+                ip.rule("add", family=family, table=RT_TABLE_MAIN, priority=CPU_RULE_PREF,
+                        iifname="lo")
                 ip.rule("add", family=family, table=SAI_TABLE, priority=SAI_RULE_PREF)
                 ip.rule("del", family=family, table=RT_TABLE_MAIN, priority=MAIN_RULE_PREF)
-            ip.rule("add", family=socket.AF_INET6, table=RT_TABLE_MAIN,
-                    priority=LINK_LOCAL_RULE_PREF, dst="fe80::", dst_len=10)
 
     def start_agent(self, journal: Journal, capacity: str = "linux") -> int:
         """Start the agent inside the node (the namespace sweep ends it on destroy, and its

@@ -72,8 +72,9 @@ def test_fpm_routes_reach_the_sai_table_and_forward(lab: Lab) -> None:
         others = {lab.plan.node(o).loopback4 for o in expected[switch]}
         assert others and all(f"{lo} nhid" in fib for lo in others), (switch, fib)
         assert "proto 250" in fib
-        rules = lab.node(switch).cmd("ip", "rule").stdout
-        assert "lookup main" not in rules and f"lookup {SAI_TABLE}" in rules
+        rules = lab.node(switch).cmd("ip", "rule").stdout.splitlines()
+        assert [r.split(":")[0] for r in rules] == ["0", "999", "1000", "32767"], rules
+        assert "iif lo lookup main" in rules[1] and f"lookup {SAI_TABLE}" in rules[2]
         status = agent(lab, switch)
         assert status["fpm_connected"] and status["state"] == "running", status
     for family in ("loopback4", "loopback6"):
@@ -105,8 +106,12 @@ def test_sai_faults_degrade_the_node_and_main_never_forwards(lab: Lab) -> None:
         wait_for("the agent to report the failure",
                  lambda: "10.78.0.0/24" in agent(lab, "leaf1")["routes_failed"])
         assert table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24") == ""
-        lookup = lab.node("leaf1").cmd("ip", "route", "get", "10.78.0.1")
+        host1 = lab.plan.node("host1").loopback4  # a transit packet from host1, in on eth3
+        lookup = lab.node("leaf1").cmd("ip", "route", "get", "10.78.0.1", "from", host1, "iif",
+                                       "eth3")
         assert lookup.returncode != 0, lookup.stdout  # zebra's main-table route is not used
+        own = lab.node("leaf1").cmd("ip", "route", "get", "10.78.0.1")
+        assert f"via {via}" in own.stdout  # the switch's own traffic does use zebra's table
         rows = {r["node"]: r for r in json.loads(labctl("inspect", NAME, "--json").stdout)["nodes"]}
         assert rows["leaf1"]["state"] == "degraded" and "not programmed" in rows["leaf1"]["sai"]
         assert rows["leaf1"]["bgp_up"] == rows["leaf1"]["bgp_total"] > 0  # FRR stays up
