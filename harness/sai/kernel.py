@@ -72,6 +72,7 @@ _ERRNO_STATUS = {17: Status.ITEM_ALREADY_EXISTS, 2: Status.ITEM_NOT_FOUND,
                  3: Status.ITEM_NOT_FOUND, 19: Status.INVALID_PARAMETER,
                  22: Status.INVALID_PARAMETER, 28: Status.TABLE_FULL, 12: Status.NO_MEMORY,
                  95: Status.NOT_SUPPORTED}
+_GONE = {2, 3}  # ENOENT, ESRCH: what a delete of something the kernel already removed gets
 _SEG6LOCAL_ACTION = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
                      "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
                      "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT6": "End.DT6"}
@@ -123,9 +124,11 @@ class KernelBackend:
         if routes:
             first = self.channel.reserve(len(routes))
             messages = [self._route_message(op, first + n) for n, (_, op) in enumerate(routes)]
-            for (i, _), err in zip(routes, self.channel.request_many(messages, first),
-                                   strict=True):
-                statuses[i] = _status(err)
+            for (i, op), err in zip(routes, self.channel.request_many(messages, first),
+                                    strict=True):
+                statuses[i] = (Status.SUCCESS if op.new is None and err in _GONE
+                               else self._repair(op) if err in _GONE | {22}
+                               else _status(err))
         for i, op in enumerate(ops):
             if statuses[i] is None:
                 statuses[i] = self._apply_one(op)
@@ -170,6 +173,26 @@ class KernelBackend:
         return route_message(RTM_NEWROUTE, flags, seq, dst, plen, self.table, RTPROT_SAI,
                              nh_id=self.handles[target])
 
+    def _repair(self, op: Op) -> Status:
+        """The kernel deletes nexthops (and the routes using them) when their port goes down,
+        which an ASIC never does. A route refused for a missing nexthop gets its nexthop (or
+        its group's members and group) programmed again, then one more try."""
+        route = op.new
+        target = route.next_hop_id if isinstance(route, RouteEntry) else NULL_OID
+        assert self.view is not None
+        if oid_type(target) is ObjectType.NEXT_HOP:
+            record = self.view.record(target)
+            self._next_hop(Op(target, record, record))
+        elif oid_type(target) is ObjectType.NEXT_HOP_GROUP:
+            for member in self.view.members(target).values():
+                hop = self.view.record(member.next_hop_id)
+                self._next_hop(Op(member.next_hop_id, hop, hop))
+            self._materialize(target)
+        else:
+            return Status.INVALID_PARAMETER
+        seq = self.channel.reserve(1)
+        return _status(self.channel.request_many([self._route_message(op, seq)], seq)[0])
+
     def _reprogram_routes(self, target: int) -> Status:
         assert self.view is not None
         ops = [Op(ref, self.view.record(ref), self.view.record(ref))
@@ -213,9 +236,11 @@ class KernelBackend:
         return _status(self.channel.request(msg, RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE))
 
     def _delete_nexthop(self, handle: int) -> int:
+        """0 also when the kernel already dropped it (its port went down)."""
         msg = nhmsg()
         msg["attrs"] = [("NHA_ID", handle)]
-        return self.channel.request(msg, RTM_DELNEXTHOP)
+        err = self.channel.request(msg, RTM_DELNEXTHOP)
+        return 0 if err in _GONE else err
 
     def _refresh_group(self, group: int) -> Status:
         """Make the kernel group match the SAI members (weights included).

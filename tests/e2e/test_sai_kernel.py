@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from ipaddress import IPv6Address, ip_network
 
@@ -146,12 +147,14 @@ def test_warm_start_reads_the_kernel_back_without_writing(netns: str) -> None:
     before = sh("ip", "route", "show", "table", str(SAI_TABLE))
     monitor = subprocess.Popen(["ip", "netns", "exec", NETNS, "ip", "monitor", "route",
                                 "nexthop"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # let the monitor subscribe before anything can happen
     try:
         again, _, _ = switch(netns, warm=True)
         assert again.warm_adopt() == 2
         (adopted,) = again.objects(T.ROUTE_ENTRY).values()
         assert again.record(adopted.next_hop_id).ip.exploded == "10.1.0.1"  # type: ignore[attr-defined]
         assert again.remove(key).ok and again.remove(adopted.next_hop_id).ok  # type: ignore[attr-defined]
+        time.sleep(0.5)  # and let it print the two removals
     finally:
         monitor.terminate()
     events = monitor.communicate()[0]
