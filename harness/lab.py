@@ -23,6 +23,7 @@ from harness.links import impair
 from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.frr import FRR_SBIN, FRR_STATE, Frr
 from harness.nodes.node import Node
+from harness.nodes.switch import Switch
 from harness.paths import frr_pathspace, lab_dir, labs_root
 from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
@@ -31,6 +32,7 @@ from harness.runtime.processes import kill_and_reap
 from harness.runtime.rtnl_batch import RtnlBatch
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
+from harness.topology.schema import Kind
 
 RUNTIMES: dict[str, Callable[[str, Journal], Runtime]] = {"netns": NetnsRuntime}
 PLAN_FILE = "plan.json"
@@ -144,8 +146,12 @@ class Lab:
 
         def start(name: str) -> None:
             frr = self.frr(name)
-            frr.prepare(render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log")))
-            frr.start(self.journal)
+            config = render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log"))
+            if self.plan.node(name).kind is Kind.sai:
+                Switch(frr).start(self.journal, config)
+            else:
+                frr.prepare(config)
+                frr.start(self.journal)
             progress.advance(1)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
