@@ -41,12 +41,14 @@ topology:
     - endpoints: ["switch:eth1", "peer:eth2"]
 """
 GOAL = 2.0
+BENCH_PREFIXES = "10.200.0.0/14"  # the static routes only, not connected or BGP ones
 
 
 def fib_size(lab: Lab, node: str, proto: str) -> int:
     table = fib_table(lab.plan.node(node).kind)
     out = subprocess.run(["ip", "-n", netns_name(NAME, node), "route", "show", "table",
-                          str(table), "proto", proto], capture_output=True, text=True)
+                          str(table), "proto", proto, "root", BENCH_PREFIXES],
+                         capture_output=True, text=True)
     return out.stdout.count("\n")
 
 
