@@ -26,6 +26,7 @@ from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
 from harness.runtime.netns import NetnsRuntime
 from harness.runtime.processes import kill_and_reap
+from harness.spray.control import start_sprayers
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
 
@@ -84,6 +85,7 @@ class Lab:
             self._create_nodes_and_links(progress)
             if start_frr:
                 self._start_frr(progress)
+                start_sprayers(self)  # multi-plane hosts spray per packet over healthy planes
             self._run_exec(progress)
         except BaseException:
             self.destroy()

@@ -10,10 +10,10 @@ from types import FrameType
 
 from rich.console import Console
 
-from harness.cli import access, doctor, graph, inspect, lifecycle
+from harness.cli import access, doctor, gen, graph, inspect, lifecycle
 from harness.errors import FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, gen)
 console = Console(stderr=True)
 
 
