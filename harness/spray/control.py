@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
+from harness.nodes.frr import FRR_STATE
+from harness.paths import frr_pathspace
 from harness.runtime.journal import process_start_time
 from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
@@ -42,19 +44,25 @@ def spraying_hosts(plan: LabPlan) -> list[NodePlan]:
 
 
 def start_sprayers(lab: Lab) -> None:
-    """Start one agent per multi-plane host, detached, recorded in the journal for destroy."""
     for node in spraying_hosts(lab.plan):
-        workdir = lab.dir / "nodes" / node.name
-        workdir.mkdir(parents=True, exist_ok=True)
-        config = workdir / CONFIG_FILE
-        config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
-                                      "state_file": str(workdir / STATE_FILE)}))
-        with open(workdir / LOG_FILE, "ab") as log:
-            proc = lab.node(node.name).popen(
-                [sys.executable, "-m", "harness.spray.agent", str(config)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
-        lab.journal.process(proc.pid, f"{node.name}/sprayer")
+        start_sprayer(lab, node)
+
+
+def start_sprayer(lab: Lab, node: NodePlan) -> None:
+    """Start the host's agent detached, recorded in the journal so destroy ends it."""
+    workdir = lab.dir / "nodes" / node.name
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / CONFIG_FILE
+    bfd_socket = FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock"
+    config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
+                                  "state_file": str(workdir / STATE_FILE),
+                                  "bfd_socket": str(bfd_socket)}))
+    with open(workdir / LOG_FILE, "ab") as log:
+        proc = lab.node(node.name).popen(
+            [sys.executable, "-m", "harness.spray.agent", str(config)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    lab.journal.process(proc.pid, f"{node.name}/sprayer")
 
 
 @dataclass(frozen=True)
