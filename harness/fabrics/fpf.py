@@ -16,10 +16,15 @@ from typing import Any
 import yaml
 
 from harness.errors import FabricLabError
+from harness.topology.augment import augment
+from harness.topology.loader import load_text
+from harness.topology.plan import LabPlan
 
 NIC_SPEED = "100G"  # nominal per-plane NIC speed (emulated links are not rate limited)
 DEFAULT_LEAF_RADIX = 64
-BFD = {"interval": "100ms", "multiplier": 3}
+# Control packets every 100 ms x 3 everywhere; on host links also echo every 50 ms, so a plane
+# that stops forwarding is left within 150 ms plus reaction, inside the 300 ms budget.
+BFD = {"interval": "100ms", "multiplier": 3, "host_echo": "50ms"}
 
 
 class FpfParameterError(FabricLabError):
@@ -117,3 +122,8 @@ def render(p: FpfParams) -> str:
             f"{f' --name {p.name}' if p.name else ''}\n")
     return head + yaml.safe_dump(generate(p), sort_keys=False, default_flow_style=None,
                                  width=100)
+
+
+def plan(p: FpfParams) -> LabPlan:
+    """Generate and augment in one step (tests and benches deploy variants without a file)."""
+    return augment(load_text(render(p), f"<labctl gen fpf {p.lab_name}>"))

@@ -33,10 +33,16 @@ class FlowResult:
     first_loss_s: float | None  # seconds after the flow started
     last_loss_s: float | None
     rate_pps: float
+    start_ns: int  # CLOCK_MONOTONIC of the first send: lines the flow up with faults
+    duration_s: float
     marks: dict[str, float] = field(default_factory=dict)  # event -> seconds after start
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def covers(self, monotonic_ns: int) -> bool:
+        """Did this flow run at that instant?"""
+        return self.start_ns <= monotonic_ns <= self.start_ns + self.duration_s * 1e9
 
 
 def percentile(sorted_values: Sequence[float], pct: float) -> float:
@@ -85,7 +91,8 @@ def analyse(src: str, dst: str, send_ns: Sequence[int], arrivals: Mapping[str, S
         outage_ms=round(outage, 3),
         first_loss_s=(send_ns[lost[0]] - start) / 1e9 if lost else None,
         last_loss_s=(send_ns[lost[-1]] - start) / 1e9 if lost else None,
-        rate_pps=rate_pps,
+        rate_pps=rate_pps, start_ns=start,
+        duration_s=(send_ns[-1] - start) / 1e9 if send_ns else 0.0,
         marks={name: (t - start) / 1e9 for name, t in (marks_ns or {}).items()})
 
 

@@ -34,7 +34,7 @@ def _python(module: str, *args: object) -> list[str]:
 
 
 def run_flow(lab: Lab, src: str, dst: str, *, rate_pps: float = 2000, count: int = 10_000,
-             size: int = 64, port: int = 7000, ipv6: bool = False,
+             size: int = 64, port: int = 7000, sport: int = 7000, ipv6: bool = False,
              actions: Sequence[Action] = ()) -> FlowResult:
     """Send `count` packets src -> dst at `rate_pps`; run each action at its offset."""
     if size < MIN_SIZE:
@@ -51,7 +51,7 @@ def run_flow(lab: Lab, src: str, dst: str, *, rate_pps: float = 2000, count: int
     try:
         if receiver.stdout is None or receiver.stdout.readline().strip() != "ready":
             raise LabError(f"{dst}: flow receiver did not start (exit {receiver.poll()})")
-        sender = lab.node(src).popen(_python("sender", src_addr, dst_addr, port, rate_pps,
+        sender = lab.node(src).popen(_python("sender", src_addr, sport, dst_addr, port, rate_pps,
                                              count, size, send_log))
         started = time.monotonic_ns()
         marks = _run_actions(actions, started)

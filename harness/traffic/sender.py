@@ -1,6 +1,9 @@
 """Send `count` packets at a fixed rate from inside a node; write every send time to a file.
 
-Usage: python -m harness.traffic.sender SRC DST PORT RATE_PPS COUNT SIZE LOGFILE
+Usage: python -m harness.traffic.sender SRC SPORT DST PORT RATE_PPS COUNT SIZE LOGFILE
+
+A fixed source port keeps the 5-tuple known, so a test can ask a switch's ECMP hash which
+path the flow takes.
 
 Pacing targets absolute send times (start + seq/rate), so a late packet does not shift the
 ones after it and the flow keeps its nominal rate. A send that the kernel refuses (no route)
@@ -19,10 +22,10 @@ from harness.traffic.wire import HEADER
 
 
 def main(argv: list[str]) -> int:
-    src, dst, port, rate, count, size, log = argv
+    src, sport, dst, port, rate, count, size, log = argv
     family = socket.AF_INET6 if ":" in dst else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
-    sock.bind((src, 0))
+    sock.bind((src, int(sport)))
     interval_ns = int(1e9 / float(rate))
     padding = b"\0" * (int(size) - HEADER.size)
     sent = array("Q")
