@@ -24,9 +24,9 @@ def node_crash(lab: Lab, node: str, fault_id: int, *, forwarding: bool = False) 
     stops forwarding, so its dataplane is blackholed too, unless `forwarding` keeps the stale
     kernel FIB working (a control-plane-only crash, which neighbours notice only by BFD)."""
     lab.node(node)  # a clear error for an unknown node
-    kill_and_reap(pids_in_namespaces(namespace_ids([lab.runtime.netns_path(node)])))
-    if not forwarding:
+    if not forwarding:  # first: the dataplane must not outlive the daemons by a kill's time
         filters.blackhole(lab, node, fault_id)
+    kill_and_reap(pids_in_namespaces(namespace_ids([lab.runtime.netns_path(node)])))
 
     def restart() -> None:
         if not forwarding:

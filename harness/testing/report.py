@@ -1,6 +1,7 @@
 """Fault results for nightly charts: which fault, how long traffic suffered, how much was lost.
 
-A flow measures a fault when the fault was injected while the flow ran. Results go to the
+A flow measures a fault when the fault was injected (or undone: "undo plane_down(3)" is a
+plane coming back) while the flow ran. Results go to the
 test's JUnit properties (`<fault>.outage_ms`, `<fault>.lost`, ...) and to a JSON file.
 """
 
@@ -19,10 +20,12 @@ def fault_records(test: str, faults: Iterable[Fault], flows: Iterable[FlowResult
                   outcome: str) -> list[dict[str, Any]]:
     flows = list(flows)
     records = []
-    for fault in faults:
-        for flow in (f for f in flows if f.covers(fault.injected_ns)):
+    events = [(str(f), f.injected_ns) for f in faults]
+    events += [(f"undo {f}", f.undone_ns) for f in faults if f.undone_ns is not None]
+    for label, at_ns in events:
+        for flow in (f for f in flows if f.covers(at_ns)):
             records.append({
-                "test": test, "fault": str(fault), "flow": f"{flow.src}->{flow.dst}",
+                "test": test, "fault": label, "flow": f"{flow.src}->{flow.dst}",
                 "outage_ms": flow.outage_ms, "lost": flow.lost, "sent": flow.sent,
                 "rate_pps": flow.rate_pps, "reordered": flow.reordered,
                 "latency_p99_us": flow.latency_us["p99"], "outcome": outcome})
