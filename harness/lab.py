@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,19 +19,20 @@ from pathlib import Path
 
 from harness.converge import Convergence, wait_converged
 from harness.errors import LabError
-from harness.links.veth import configure_interface, create_veth
-from harness.nodes.frr import FRR_STATE, Frr
+from harness.links.veth import queue_addresses, queue_veth
+from harness.nodes.frr import FRR_SBIN, FRR_STATE, Frr
 from harness.nodes.node import Node
 from harness.paths import frr_pathspace, lab_dir, labs_root
 from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
 from harness.runtime.netns import NetnsRuntime
 from harness.runtime.processes import kill_and_reap
+from harness.runtime.rtnl_batch import RtnlBatch
 from harness.spray.control import start_sprayers
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
 
-RUNTIMES: dict[str, type[NetnsRuntime]] = {"netns": NetnsRuntime}
+RUNTIMES: dict[str, Callable[[str, Journal], Runtime]] = {"netns": NetnsRuntime}
 PLAN_FILE = "plan.json"
 JOURNAL_FILE = "journal.jsonl"
 
@@ -80,6 +82,9 @@ class Lab:
     def deploy(self, progress: Progress | None = None, *, start_frr: bool = True,
                timeout: float = 120.0) -> Convergence | None:
         progress = progress or Progress()
+        if start_frr and not (FRR_SBIN / "zebra").exists():
+            raise LabError(f"FRR is not installed ({FRR_SBIN}/zebra is missing): "
+                           "`apt-get install frr`, or run `make lab` which installs it")
         self._claim()
         try:
             self._create_nodes_and_links(progress)
@@ -106,21 +111,33 @@ class Lab:
         (self.dir / PLAN_FILE).write_text(self.plan.model_dump_json(indent=1))
 
     def _create_nodes_and_links(self, progress: Progress) -> None:
-        with contextlib.ExitStack() as stack:
-            handles = {}
+        """Two netlink batches per node: its loopback and the veths it is side A of, then the
+        addresses of every end (B ends exist only once all A sides are committed)."""
+        batches: dict[str, RtnlBatch] = {}
+        try:
             progress.stage("namespaces", len(self.nodes))
             for node in self.nodes.values():
                 self.runtime.create_node(node.name)
-                handles[node.name] = stack.enter_context(node.netlink())
-                node.configure_base(handles[node.name])
+                batches[node.name] = node.open_batch()
                 progress.advance(1)
             progress.stage("links", len(self.plan.links))
-            interfaces = {(n.name, i.name): i for n in self.plan.nodes for i in n.interfaces}
-            for link in self.plan.links:
-                create_veth(link, handles[link.a.node], self.runtime.netns_path(link.b.node))
-                for end in (link.a, link.b):
-                    configure_interface(handles[end.node], interfaces[end.node, end.iface])
+            fds = [queue_veth(batches[link.a.node], self.plan, link,
+                              self.runtime.netns_path(link.b.node)) for link in self.plan.links]
+            try:
+                for node, batch in batches.items():
+                    batch.commit()
+                    progress.advance(sum(1 for link in self.plan.links if link.a.node == node))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            progress.stage("addresses", len(self.nodes))
+            for node in self.nodes.values():
+                queue_addresses(batches[node.name], node.plan)
+                batches[node.name].commit()
                 progress.advance(1)
+        finally:
+            for batch in batches.values():
+                batch.sock.close()
 
     def _start_frr(self, progress: Progress) -> None:
         progress.stage("FRR", len(self.nodes))
@@ -152,16 +169,21 @@ class Lab:
         destroy_lab(self.plan.name)
 
 
-def destroy_lab(name: str) -> None:
-    """Remove everything of lab `name` that exists: journal first, then a sweep by prefix."""
+def destroy_lab(name: str) -> bool:
+    """Remove everything of lab `name` that exists: journal first, then a sweep by prefix.
+
+    Returns whether there was anything to remove."""
     directory = lab_dir(name)
     journal = Journal(directory / JOURNAL_FILE)
-    RUNTIMES[journal.runtime_name() or "netns"](name, journal).destroy()
+    runtime = RUNTIMES[journal.runtime_name() or "netns"](name, journal)
+    existed = directory.exists() or bool(runtime.existing_nodes())
+    runtime.destroy()
     kill_and_reap([p.pid for p in journal.processes() if p.alive()])
     leftovers = [*journal.paths(), *map(Path, glob.glob(f"{FRR_STATE}/{frr_pathspace(name, '')}*"))]
     for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
+    return existed
 
 
 def lab_names() -> list[str]:

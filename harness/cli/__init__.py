@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 from collections.abc import Sequence
 from types import FrameType
 
 from rich.console import Console
+from rich.markup import escape
 
 from harness.cli import access, doctor, gen, graph, inspect, lifecycle
 from harness.errors import FabricLabError
@@ -37,12 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except FabricLabError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         console.print("[yellow]interrupted; everything this command created was removed[/]")
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

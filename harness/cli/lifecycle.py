@@ -21,6 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("deploy", help="build a lab from a topology file and wait for it "
                             "to converge")
     p.add_argument("file")
+    p.add_argument("--name", help="lab name instead of the file's (run two copies side by side)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
     p.add_argument("--no-frr", action="store_true",
@@ -48,7 +49,7 @@ def require_root() -> None:
 
 def deploy(args: argparse.Namespace) -> int:
     require_root()
-    plan = augment(load_file(args.file))
+    plan = augment(load_file(args.file), args.name)
     lab = Lab(plan)
     columns = (TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
@@ -73,7 +74,7 @@ def deploy(args: argparse.Namespace) -> int:
                   f"Established, {conv.routes_total} loopback routes in place.")
     out.print(f"Try: labctl exec {plan.nodes[-1].name} -- ping -c3 {plan.nodes[0].loopback4}"
               f"   |   labctl vtysh {plan.nodes[0].name} -c 'show bgp summary'"
-              f"   |   labctl destroy {plan.name}")
+              f"   |   labctl destroy {plan.name}", soft_wrap=True)
     return 0
 
 
@@ -81,8 +82,7 @@ def destroy(args: argparse.Namespace) -> int:
     require_root()
     names = lab_names() if args.all else [args.name]
     for name in names:
-        destroy_lab(name)
-        out.print(f"destroyed {name}")
+        out.print(f"destroyed {name}" if destroy_lab(name) else f"{name}: nothing to destroy")
     return 0
 
 

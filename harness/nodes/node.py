@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pyroute2 import IPRoute
 
 from harness.runtime.base import Runtime
-from harness.runtime.nsenter import netlink, write_sysctls
+from harness.runtime.nsenter import netlink, rtnl_socket
+from harness.runtime.rtnl_batch import LOOPBACK_IFINDEX, RtnlBatch
 from harness.topology.plan import NodePlan
 
 # Set before any link exists, so every interface inherits the `default` values.
@@ -49,10 +50,11 @@ class Node:
     def netlink(self) -> IPRoute:
         return netlink(self.runtime.netns_path(self.name))
 
-    def configure_base(self, ip: IPRoute) -> None:
-        """Sysctls, `lo` up and the loopback addresses: the node before any link."""
-        write_sysctls(self.runtime.netns_path(self.name), ROUTER_SYSCTLS)
-        lo = ip.link_lookup(ifname="lo")[0]
-        ip.link("set", index=lo, state="up")
-        ip.addr("add", index=lo, address=self.plan.loopback4, prefixlen=32)
-        ip.addr("add", index=lo, address=self.plan.loopback6, prefixlen=128)
+    def open_batch(self) -> RtnlBatch:
+        """One trip into the fresh namespace: router sysctls set (before any link exists, so
+        every interface inherits `default`), then `lo` and the loopbacks queued."""
+        batch = RtnlBatch(rtnl_socket(self.runtime.netns_path(self.name), ROUTER_SYSCTLS))
+        batch.set_up(LOOPBACK_IFINDEX)
+        batch.add_address(LOOPBACK_IFINDEX, f"{self.plan.loopback4}/32")
+        batch.add_address(LOOPBACK_IFINDEX, f"{self.plan.loopback6}/128")
+        return batch

@@ -64,19 +64,27 @@ def call_in_netns(netns_path: str, fn: Callable[[], T]) -> T:
     return _in_new_thread(entered)
 
 
+def _write_sysctls_here(values: dict[str, str]) -> None:
+    for key, value in values.items():
+        with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+            f.write(value)
+
+
+def rtnl_socket(netns_path: str, sysctls: dict[str, str] | None = None) -> socket.socket:
+    """An rtnetlink socket that lives in the given namespace (writing `sysctls` on the way)."""
+    def inside() -> socket.socket:
+        _write_sysctls_here(sysctls or {})
+        return socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, socket.NETLINK_ROUTE)
+    return call_in_netns(netns_path, inside)
+
+
 def netlink(netns_path: str) -> IPRoute:
-    """An rtnetlink handle whose socket lives in the given namespace."""
-    fd = call_in_netns(netns_path, lambda: socket.socket(
-        socket.AF_NETLINK, socket.SOCK_DGRAM, socket.NETLINK_ROUTE).detach())
-    return IPRoute(fileno=fd)
+    """A pyroute2 handle whose socket lives in the given namespace."""
+    return IPRoute(fileno=rtnl_socket(netns_path).detach())
 
 
 def write_sysctls(netns_path: str, values: dict[str, str]) -> None:
-    def write() -> None:
-        for key, value in values.items():
-            with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
-                f.write(value)
-    call_in_netns(netns_path, write)
+    call_in_netns(netns_path, lambda: _write_sysctls_here(values))
 
 
 def create_netns(name: str) -> str:

@@ -11,5 +11,6 @@ from harness.topology.plan import LabPlan
 
 
 def plan_from(source: str | Path | LabPlan, name: str | None = None) -> LabPlan:
-    plan = source if isinstance(source, LabPlan) else augment(load_file(source))
-    return plan.model_copy(update={"name": name}) if name else plan
+    if isinstance(source, LabPlan):
+        return source.model_copy(update={"name": name}) if name else source
+    return augment(load_file(source), name)

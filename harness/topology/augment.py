@@ -7,10 +7,12 @@ and every host has its own, and super-spines share one. A node's own `asn` wins.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv6Address, ip_network
 
+from harness.errors import TopologyError, TopologyProblem
 from harness.links.fibre import one_way_delay_us
 from harness.topology.loader import LoadedTopology
 from harness.topology.plan import (
@@ -23,7 +25,7 @@ from harness.topology.plan import (
     NodePlan,
     Session,
 )
-from harness.topology.schema import LinkSpec, NodeSpec, Role
+from harness.topology.schema import NAME_PATTERN, LinkSpec, NodeSpec, Role
 from harness.topology.validate import split_endpoint, validate
 
 DEFAULT_MTU = 1500
@@ -73,9 +75,14 @@ def impairment_of(link: LinkSpec) -> Impairment:
                       duplicate_pct=link.duplicate or 0.0, rate_bps=link.rate)
 
 
-def augment(loaded: LoadedTopology) -> LabPlan:
+def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
+    """`name` overrides the file's lab name (deploy --name), e.g. for two copies side by side."""
     nodes = validate(loaded)
     spec = loaded.spec
+    if name is not None and (not re.match(NAME_PATTERN, name) or len(name) > 24):
+        raise TopologyError([TopologyProblem(
+            f"lab name {name!r} is not usable", key="--name", file=loaded.source.file,
+            fix="use up to 24 letters, digits, '-' or '_'")])
     asns = asn_plan(nodes, spec.bgp.asn_base)
     loopbacks = loopback_plan(nodes, str(spec.addressing.loopback4),
                               str(spec.addressing.loopback6))
@@ -108,7 +115,7 @@ def augment(loaded: LoadedTopology) -> LabPlan:
         for name, n in nodes.items()]
     bfd = spec.bgp.bfd
     return LabPlan(
-        name=spec.name, source=loaded.source.file, keepalive=spec.bgp.keepalive,
+        name=name or spec.name, source=loaded.source.file, keepalive=spec.bgp.keepalive,
         hold=spec.bgp.hold, nodes=node_plans, links=links, sessions=sessions,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None)

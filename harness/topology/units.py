@@ -48,8 +48,8 @@ def parse_percent(text: object) -> float:
 
 def format_duration_us(us: float) -> str:
     if us >= 1000:
-        return f"{us / 1000:g}ms"
-    return f"{us:g}us"
+        return f"{us / 1000:.4g}ms"
+    return f"{us:.4g}us"
 
 
 def format_rate_bps(bps: int) -> str:

@@ -6,15 +6,12 @@ spine in each plane while host3 -> host4 stays below leaf2.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from harness.spray.control import planes_to_hosts, wait_spray
 from harness.testing import plan_from
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(os.geteuid() != 0, reason="deploys namespaces: needs root")]
+pytestmark = pytest.mark.e2e
 
 PLANES = set(range(8))
 RATE = 2000

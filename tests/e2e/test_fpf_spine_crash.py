@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from harness.fabrics.fpf import FpfParams, plan, plane_nic, spine_name
 from harness.spray.control import planes_to_hosts
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(os.geteuid() != 0, reason="deploys namespaces: needs root")]
+pytestmark = pytest.mark.e2e
 
 PLANE = 4
 PORT = 7100

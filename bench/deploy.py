@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Deploy speed: labctl against Mininet and a plain `ip` shell script, same topology, same run.
+
+Builds a ~100-node Clos (namespaces + veth links + addresses, no routing daemons) three ways,
+each as a fresh process so interpreter start-up counts for everyone, and prints the ratios:
+goal labctl >= 3x faster than Mininet and within 2x of the shell floor. Then deploys the same
+topology with FRR and prints deploy/convergence time and memory per node.
+
+Run as root: `make bench` (installs Debian's mininet) or `.venv/bin/python bench/deploy.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness.lab import Lab, destroy_lab  # noqa: E402
+from harness.paths import lab_netns_prefix  # noqa: E402
+from harness.runtime.nsenter import list_netns  # noqa: E402
+from harness.runtime.processes import namespace_ids, pids_in_namespaces  # noqa: E402
+from harness.topology.augment import augment  # noqa: E402
+from harness.topology.loader import load_file  # noqa: E402
+from harness.topology.plan import LabPlan  # noqa: E402
+
+MININET_BUILD = r"""
+import json, sys
+from mininet.net import Mininet
+from mininet.log import setLogLevel
+setLogLevel("error")
+plan = json.load(open(sys.argv[1]))
+net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
+for n in plan["nodes"]:
+    net.addHost(n["name"], ip=None)
+for l in plan["links"]:
+    net.addLink(l["a"]["node"], l["b"]["node"], intfName1=l["a"]["iface"],
+                intfName2=l["b"]["iface"])
+for n in plan["nodes"]:
+    h = net.get(n["name"])
+    for i in n["interfaces"]:
+        h.cmd("ip addr add %s dev %s; ip -6 addr add %s dev %s; ip link set %s up"
+              % (i["ipv4"], i["name"], i["ipv6"], i["name"], i["name"]))
+print("built", flush=True)
+sys.stdin.readline()
+net.stop()
+"""
+
+
+def clos_yaml(spines: int, leaves: int, hosts_per_leaf: int) -> str:
+    lines = ["name: benchdeploy", "topology:", "  nodes:"]
+    lines += [f"    spine{s}: {{role: spine}}" for s in range(1, spines + 1)]
+    lines += [f"    leaf{x}: {{role: leaf}}" for x in range(1, leaves + 1)]
+    lines += [f"    h{x}x{h}: {{role: host}}" for x in range(1, leaves + 1)
+              for h in range(1, hosts_per_leaf + 1)]
+    lines.append("  links:")
+    for x in range(1, leaves + 1):
+        for s in range(1, spines + 1):
+            lines.append(f'    - endpoints: ["leaf{x}:eth{s}", "spine{s}:eth{x}"]')
+        for h in range(1, hosts_per_leaf + 1):
+            lines.append(f'    - endpoints: ["h{x}x{h}:eth1", "leaf{x}:eth{spines + h}"]')
+    return "\n".join(lines) + "\n"
+
+
+def shell_script(plan: LabPlan) -> str:
+    ns = {n.name: f"shb.{n.name}" for n in plan.nodes}
+    lines = ["set -e"]
+    lines += [f"ip netns add {ns[n.name]}" for n in plan.nodes]
+    for link in plan.links:
+        lines.append(f"ip link add {link.a.iface} netns {ns[link.a.node]} type veth "
+                     f"peer name {link.b.iface} netns {ns[link.b.node]}")
+    for n in plan.nodes:
+        for i in n.interfaces:
+            lines.append(f"ip -n {ns[n.name]} addr add {i.ipv4} dev {i.name}")
+            lines.append(f"ip -n {ns[n.name]} -6 addr add {i.ipv6} dev {i.name}")
+            lines.append(f"ip -n {ns[n.name]} link set {i.name} up")
+    return "\n".join(lines) + "\n"
+
+
+def timed(argv: list[str], **kwargs: object) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, **kwargs)  # type: ignore[call-overload]
+    return time.perf_counter() - start
+
+
+def run_labctl(topology: Path) -> float:
+    seconds = timed([sys.executable, "-m", "harness.cli", "deploy", str(topology), "--no-frr"],
+                    stdout=subprocess.DEVNULL, cwd=REPO)
+    destroy_lab("benchdeploy")
+    return seconds
+
+
+def run_shell(plan: LabPlan, workdir: Path) -> float:
+    script = workdir / "floor.sh"
+    script.write_text(shell_script(plan))
+    seconds = timed(["bash", str(script)])
+    for name in list_netns():
+        if name.startswith("shb."):
+            subprocess.run(["ip", "netns", "del", name], check=False)
+    return seconds
+
+
+def run_mininet(plan: LabPlan, workdir: Path) -> float | None:
+    if not Path("/usr/bin/mn").exists():
+        return None
+    plan_file = workdir / "plan.json"
+    plan_file.write_text(plan.model_dump_json())
+    start = time.perf_counter()
+    proc = subprocess.Popen(["/usr/bin/python3", "-c", MININET_BUILD, str(plan_file)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout and proc.stdin
+    if proc.stdout.readline().strip() != "built":
+        raise RuntimeError("mininet build failed")
+    seconds = time.perf_counter() - start
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    proc.wait(timeout=300)
+    subprocess.run(["mn", "-c"], capture_output=True, check=False)
+    return seconds
+
+
+def memory_per_node(lab: Lab) -> tuple[float, float]:
+    """(RSS, PSS) in MiB per node, summed over every process in the lab's namespaces."""
+    prefix = lab_netns_prefix(lab.plan.name)
+    paths = [f"/run/netns/{n}" for n in list_netns() if n.startswith(prefix)]
+    rss = pss = 0
+    for pid in pids_in_namespaces(namespace_ids(paths)):
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except OSError:
+            continue
+    return rss / 1024 / len(lab.nodes), pss / 1024 / len(lab.nodes)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spines", type=int, default=4)
+    parser.add_argument("--leaves", type=int, default=16)
+    parser.add_argument("--hosts-per-leaf", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-frr", action="store_true")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/deploy.py needs root")
+    workdir = Path(tempfile.mkdtemp(prefix="fl-bench-"))
+    topology = workdir / "bench.yml"
+    topology.write_text(clos_yaml(args.spines, args.leaves, args.hosts_per_leaf))
+    plan = augment(load_file(topology))
+    print(f"topology: {len(plan.nodes)} nodes, {len(plan.links)} links "
+          f"({2 * len(plan.links)} addressed interfaces), {args.rounds} rounds, median shown")
+    results: dict[str, list[float]] = {"labctl": [], "shell": [], "mininet": []}
+    for _ in range(args.rounds):
+        results["labctl"].append(run_labctl(topology))
+        results["shell"].append(run_shell(plan, workdir))
+        mininet = run_mininet(plan, workdir)
+        if mininet is not None:
+            results["mininet"].append(mininet)
+    med = {k: statistics.median(v) for k, v in results.items() if v}
+    for k, v in med.items():
+        print(f"  {k:<8} {v:6.2f} s")
+    print(f"labctl vs shell floor: {med['labctl'] / med['shell']:.2f}x the floor's time "
+          f"(goal <= 2x)")
+    if "mininet" in med:
+        print(f"labctl vs mininet:     {med['mininet'] / med['labctl']:.2f}x faster (goal >= 3x)")
+    else:
+        print("mininet not installed (apt-get install mininet): no Mininet baseline this run")
+    if not args.skip_frr:
+        lab = Lab(plan)
+        start = time.perf_counter()
+        try:
+            conv = lab.deploy(timeout=600)
+            seconds = time.perf_counter() - start
+            rss, pss = memory_per_node(lab)
+            print(f"with FRR: deployed and converged in {seconds:.1f} s "
+                  f"({conv.sessions_total} sessions, {conv.routes_total} routes); "
+                  f"memory per node: RSS {rss:.1f} MiB, PSS {pss:.1f} MiB")
+        finally:
+            lab.destroy()
+    shutil.rmtree(workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+from ipaddress import ip_interface
+
+import pytest
+
+from harness.topology.augment import augment
+from harness.topology.loader import load_file, load_text
+from harness.topology.plan import LabPlan
+from harness.topology.reachability import reachable_origins
+from tests.conftest import TOPOLOGIES
+
+
+@pytest.fixture(scope="module")
+def clos() -> LabPlan:
+    return augment(load_file(TOPOLOGIES / "clos.yml"))
+
+
+def test_every_link_gets_a_31_and_a_127(clos: LabPlan) -> None:
+    seen4, seen6 = set(), set()
+    for node in clos.nodes:
+        for iface in node.interfaces:
+            v4, v6 = ip_interface(iface.ipv4), ip_interface(iface.ipv6)
+            assert v4.network.prefixlen == 31 and v6.network.prefixlen == 127
+            assert v4.ip not in seen4 and v6.ip not in seen6
+            seen4.add(v4.ip)
+            seen6.add(v6.ip)
+    assert len(seen4) == 2 * len(clos.links)
+
+
+def test_link_ends_share_a_subnet_and_name_each_other(clos: LabPlan) -> None:
+    for link in clos.links:
+        a = next(i for i in clos.node(link.a.node).interfaces if i.name == link.a.iface)
+        b = next(i for i in clos.node(link.b.node).interfaces if i.name == link.b.iface)
+        assert ip_interface(a.ipv4).network == ip_interface(b.ipv4).network
+        assert a.peer == link.b and b.peer == link.a
+
+
+def test_rfc7938_asns(clos: LabPlan) -> None:
+    asn = {n.name: n.asn for n in clos.nodes}
+    assert asn["spine1"] == asn["spine2"]
+    leaves = [asn[f"leaf{i}"] for i in range(1, 5)]
+    hosts = [asn[f"host{i}"] for i in range(1, 5)]
+    assert len(set(leaves + hosts)) == 8 and asn["spine1"] not in leaves
+    assert all(4_200_000_000 <= a < 4_294_967_295 for a in asn.values())
+
+
+def test_two_sessions_per_link_per_side(clos: LabPlan) -> None:
+    assert len(clos.sessions) == 4 * len(clos.links)
+    by_pair = {(s.node, s.peer_ip) for s in clos.sessions}
+    for s in clos.sessions:
+        mirror = next(m for m in clos.sessions if m.node == s.peer and m.peer_ip == s.local_ip)
+        assert mirror.peer_asn == s.local_asn and (s.node, s.peer_ip) in by_pair
+
+
+def test_spines_of_one_asn_cannot_learn_each_other(clos: LabPlan) -> None:
+    reach = reachable_origins(clos)
+    assert "spine2" not in reach["spine1"]
+    assert reach["host1"] == {n.name for n in clos.nodes} - {"host1"}
+
+
+def test_hosts_are_not_transit() -> None:
+    text = """
+name: t
+topology:
+  nodes:
+    a: {role: leaf}
+    h: {role: host}
+    b: {role: leaf}
+  links:
+    - endpoints: ["h:eth1", "a:eth1"]
+    - endpoints: ["h:eth2", "b:eth1"]
+"""
+    reach = reachable_origins(augment(load_text(text)))
+    assert reach["a"] == {"h"} and reach["b"] == {"h"} and reach["h"] == {"a", "b"}
+
+
+def test_explicit_loopback_is_kept_and_skipped_by_the_pool() -> None:
+    text = """
+name: t
+topology:
+  nodes:
+    a: {role: leaf}
+    b: {role: leaf, loopback4: 10.0.0.1}
+"""
+    plan = augment(load_text(text))
+    assert plan.node("b").loopback4 == "10.0.0.1"
+    assert plan.node("a").loopback4 == "10.0.0.2"
+
+
+def test_delay_from_distance_unless_given() -> None:
+    text = """
+name: t
+topology:
+  nodes:
+    a: {role: leaf}
+    b: {role: spine}
+    c: {role: spine}
+  links:
+    - endpoints: ["a:eth1", "b:eth1"]
+      distance_km: 1000
+    - endpoints: ["a:eth2", "c:eth1"]
+      distance_km: 1000
+      delay: 1ms
+      loss: 0.5%
+      rate: 10Gbit
+"""
+    plan = augment(load_text(text))
+    assert plan.links[0].impairment.delay_us == pytest.approx(4897, abs=5)
+    second = plan.links[1].impairment
+    assert (second.delay_us, second.loss_pct, second.rate_bps) == (1000, 0.5, 10**10)
+    assert not second.is_clean
+
+
+def test_defaults_and_kinds_merge_like_containerlab() -> None:
+    text = """
+name: t
+topology:
+  defaults: {role: leaf, labels: {site: a}}
+  kinds: {frr: {group: fabric}}
+  nodes:
+    a: {}
+    b: {role: spine, group: core}
+"""
+    plan = augment(load_text(text))
+    a, b = plan.node("a"), plan.node("b")
+    assert (a.role.value, a.group, a.labels) == ("leaf", "fabric", {"site": "a"})
+    assert (b.role.value, b.group) == ("spine", "core")
+
+
+def test_plan_round_trips_through_json(clos: LabPlan) -> None:
+    assert LabPlan.model_validate_json(clos.model_dump_json()) == clos
