@@ -23,6 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     f.add_argument("--hosts", type=int, required=True)
     f.add_argument("--leaf-radix", type=int, default=DEFAULT_LEAF_RADIX,
                    help=f"ports per leaf (default {DEFAULT_LEAF_RADIX})")
+    f.add_argument("--host-echo", metavar="INTERVAL",
+                   help="BFD echo on host links, e.g. 50ms (default: control packets only)")
     f.add_argument("--name", help="lab name (default fpf-<hosts>h)")
     f.add_argument("-o", "--output", help="write to this file instead of stdout")
     f.set_defaults(run=gen_fpf)
@@ -31,7 +33,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def gen_fpf(args: argparse.Namespace) -> int:
     text = render(FpfParams(planes=args.planes, leaves_per_plane=args.leaves_per_plane,
                             spines_per_plane=args.spines_per_plane, hosts=args.hosts,
-                            leaf_radix=args.leaf_radix, name=args.name))
+                            leaf_radix=args.leaf_radix, name=args.name,
+                            host_echo=args.host_echo))
     if args.output:
         Path(args.output).write_text(text)
         out.print(f"wrote {args.output}")

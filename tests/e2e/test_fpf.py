@@ -15,7 +15,10 @@ pytestmark = pytest.mark.e2e
 
 PLANES = set(range(8))
 RATE = 2000
-BFD_DETECT_MS = 300  # fpf-mini: BFD 100 ms x 3
+BFD_DETECT_MS = 300  # fpf-mini: BFD 100 ms x 3 (echo 50 ms x 3 on host links finds it sooner)
+# Detection alone may take the full 300 ms (the fault can strike just after a BFD packet), and
+# bfdd -> agent -> nftables adds a few ms, more on a loaded 2-core box: the bound allows that.
+REACTION_BUDGET_MS = 100
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,7 @@ def test_plane_down_keeps_the_flow_on_the_other_planes(lab, faults, traffic):
     result = traffic.flow("host1", "host3", count=8_000, rate_pps=RATE,
                           actions=[(1.0, "plane 3 down", lambda: faults.plane_down(3))])
     assert 0 < result.lost < result.sent / 8, result  # only plane 3's share, only briefly
-    assert result.outage_ms < BFD_DETECT_MS, result
+    assert result.outage_ms < BFD_DETECT_MS + REACTION_BUDGET_MS, result
     assert set(result.per_plane_after_outage) == PLANES - {3}
     assert planes_to_hosts(lab, "host1")["host3"] == PLANES - {3}
 

@@ -13,7 +13,8 @@ from harness.topology.render import render_frr
 from harness.topology.schema import Role
 
 ROOT = Path(__file__).resolve().parents[2]
-MINI = FpfParams(leaves_per_plane=2, spines_per_plane=1, hosts=4, name="fpf-mini")
+MINI = FpfParams(leaves_per_plane=2, spines_per_plane=1, hosts=4, name="fpf-mini",
+                 host_echo="50ms")
 SIXTY_FOUR = FpfParams(leaves_per_plane=4, spines_per_plane=2, hosts=64, name="fpf-64")
 
 
@@ -56,6 +57,14 @@ def test_bfd_is_on_every_session_with_echo_on_host_links():
     assert "detect-multiplier 3" in host and "transmit-interval 100" in host
     assert leaf.count("bfd profile host-link") == 4  # host1, host2 x ipv4, ipv6
     assert leaf.count("bfd profile fabric") == 2  # the spine uplink
+
+
+def test_bfd_echo_is_opt_in_and_its_interval_checked():
+    p = plan(SIXTY_FOUR)
+    assert p.bfd is not None and p.bfd.host_echo_ms is None
+    assert "echo-mode" not in render_frr(p, p.node("host1"), "/dev/null")
+    with pytest.raises(FpfParameterError, match=r"--host-echo 5: .* not a duration"):
+        check(FpfParams(host_echo="5"))
 
 
 def test_hosts_must_fit_the_leaf_ports():
