@@ -6,13 +6,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 LABCTL := $(VENV)/bin/labctl
 DEFAULT_LAB ?= topologies/fpf-mini.yml
-DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procps python3-venv
+DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procps python3-venv build-essential
 BENCH_DEB_PACKAGES := mininet
 PYTEST_ARGS ?=
 
 .PHONY: lab test destroy setup debs bench lint clean
 
-setup: debs $(VENV)/.installed
+setup: debs $(VENV)/.installed build/fl-impair
 
 # Installs only the Debian packages that are missing, so a ready machine pays nothing.
 debs:
@@ -28,6 +28,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
+
+# The userspace impairment engine; harness/links/impair/engine.py runs this rule on demand too.
+build/fl-impair: harness/links/impair/fl_impair.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
 
 lab: setup
 	@name=$$(sed -n 's/^name: *//p' $(DEFAULT_LAB) | head -1); \

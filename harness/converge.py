@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.errors import LabError
+from harness.nodes.switch import fib_table
 from harness.topology.plan import Session
 from harness.topology.reachability import reachable_origins
 
@@ -46,11 +47,12 @@ class Convergence:
 
 
 def fib_host_routes(lab: Lab, node: str) -> set[str]:
-    """Destinations of /32 and /128 routes in the node's main table."""
+    """Destinations of /32 and /128 routes in the table that forwards (main, or SAI's)."""
+    table = fib_table(lab.plan.node(node).kind)
     with lab.node(node).netlink() as ip:
         found = set()
         for family, plen in ((socket.AF_INET, 32), (socket.AF_INET6, 128)):
-            for route in ip.get_routes(family=family, table=254):
+            for route in ip.get_routes(family=family, table=table):
                 if route["dst_len"] == plen and route.get_attr("RTA_DST"):
                     found.add(f"{route.get_attr('RTA_DST')}/{plen}")
         return found

@@ -19,9 +19,11 @@ from pathlib import Path
 
 from harness.converge import Convergence, wait_converged
 from harness.errors import LabError
+from harness.links import impair
 from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.frr import FRR_SBIN, FRR_STATE, Frr
 from harness.nodes.node import Node
+from harness.nodes.switch import Switch
 from harness.paths import frr_pathspace, lab_dir, labs_root
 from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
@@ -31,6 +33,7 @@ from harness.runtime.rtnl_batch import RtnlBatch
 from harness.spray.control import start_sprayers
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
+from harness.topology.schema import Kind
 
 RUNTIMES: dict[str, Callable[[str, Journal], Runtime]] = {"netns": NetnsRuntime}
 PLAN_FILE = "plan.json"
@@ -88,6 +91,7 @@ class Lab:
         self._claim()
         try:
             self._create_nodes_and_links(progress)
+            impair.apply_links(self, progress)
             if start_frr:
                 self._start_frr(progress)
                 start_sprayers(self)  # multi-plane hosts spray per packet over healthy planes
@@ -144,8 +148,12 @@ class Lab:
 
         def start(name: str) -> None:
             frr = self.frr(name)
-            frr.prepare(render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log")))
-            frr.start(self.journal)
+            config = render_frr(self.plan, self.plan.node(name), str(frr.log_dir / "frr.log"))
+            if self.plan.node(name).kind is Kind.sai:
+                Switch(frr).start(self.journal, config)
+            else:
+                frr.prepare(config)
+                frr.start(self.journal)
             progress.advance(1)
 
         with ThreadPoolExecutor(max_workers=8) as pool:

@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=vtysh)
 
 
-def _lab_and_node(target: str) -> tuple[Lab, str]:
+def lab_and_node(target: str) -> tuple[Lab, str]:
     lab_name, _, node = target.rpartition("/")
     lab = resolve_lab(lab_name or None)
     lab.node(node)  # a clear error for an unknown node
@@ -29,13 +29,13 @@ def _lab_and_node(target: str) -> tuple[Lab, str]:
 
 
 def exec_node(args: argparse.Namespace) -> int:
-    lab, node = _lab_and_node(args.node)
+    lab, node = lab_and_node(args.node)
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     return lab.runtime.interactive(node, argv or ["bash"])
 
 
 def vtysh(args: argparse.Namespace) -> int:
-    lab, node = _lab_and_node(args.node)
+    lab, node = lab_and_node(args.node)
     frr = lab.frr(node)
     argv = ["vtysh", "--vty_socket", str(frr.run_dir)]
     for command in args.commands:

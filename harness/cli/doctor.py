@@ -11,11 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.kernel import features, tools
+from harness.links.impair.backend import describe_path
 
 out = Console()
 
 CONSEQUENCE = {
     "netem": "impaired links use the userspace impairment path",
+    "tc_redirect": "no userspace impairment path either",
     "fq": "no pacing qdisc; rate limits use htb/tbf",
     "fq_codel": "no AQM qdisc on links",
     "vrf": "no VRF-based tenant separation",
@@ -37,7 +39,8 @@ def doctor(args: argparse.Namespace) -> int:
     feats, found = features(), tools()
     if args.json:
         print(json.dumps({"kernel": platform.release(), "features": [asdict(f) for f in feats],
-                          "tools": [asdict(t) for t in found]}, indent=2))
+                          "tools": [asdict(t) for t in found],
+                          "impairment_path": describe_path()}, indent=2))
         return 0
     table = Table(title=f"kernel {platform.release()}: features (each probed in a scratch netns)")
     for column in ("feature", "available", "detail / consequence"):
@@ -52,4 +55,5 @@ def doctor(args: argparse.Namespace) -> int:
     for t in found:
         table.add_row(t.name, t.path or "[red]missing[/]", t.version)
     out.print(table)
+    out.print(f"impaired links will use: {describe_path()}", highlight=False)
     return 0

@@ -46,9 +46,11 @@ class Role(StrEnum):
 
 
 class Kind(StrEnum):
-    """How a node is built: `frr` lets zebra program the kernel FIB directly."""
+    """How a node is built: `frr` lets zebra program the kernel FIB directly; `sai` is a
+    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch.py)."""
 
     frr = "frr"
+    sai = "sai"
 
 
 class _Strict(BaseModel):

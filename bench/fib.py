@@ -1,0 +1,120 @@
+"""FIB download: 10k routes through zebra -> FPM -> agent -> SAI -> kernel, against zebra
+programming the same 10k routes straight into the kernel, in the same run.
+
+Two routers, `direct` (kind frr) and `switch` (kind sai), each get the same 10k static /32
+routes from staticd while their only link is down, so zebra holds them unresolved. Bringing
+the link up makes zebra resolve and install all of them at once; the clock runs from the link
+coming up until the table that forwards (main for `direct`, the SAI table for `switch`) holds
+all 10k. The two are measured one after the other, so they do not share the CPU.
+
+    sudo .venv/bin/python bench/fib.py [--routes 10000] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.lab import Lab, destroy_lab
+from harness.nodes.switch import fib_table
+from harness.paths import netns_name
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+
+NAME = "saibench"
+TOPOLOGY = f"""
+name: {NAME}
+topology:
+  nodes:
+    peer: {{role: spine, kind: frr}}
+    direct: {{role: leaf, kind: frr}}
+    switch: {{role: leaf, kind: sai}}
+  links:
+    - endpoints: ["direct:eth1", "peer:eth1"]
+    - endpoints: ["switch:eth1", "peer:eth2"]
+"""
+GOAL = 2.0
+
+
+def fib_size(lab: Lab, node: str, proto: str) -> int:
+    table = fib_table(lab.plan.node(node).kind)
+    out = subprocess.run(["ip", "-n", netns_name(NAME, node), "route", "show", "table",
+                          str(table), "proto", proto], capture_output=True, text=True)
+    return out.stdout.count("\n")
+
+
+def load_routes(lab: Lab, node: str, count: int, gateway: str) -> None:
+    """Give staticd `count` /32 routes via `gateway` while the link is down: staticd keeps
+    them (its nexthop tracking holds routes whose gateway is unreachable) until it comes up."""
+    lab.node(node).cmd("ip", "link", "set", "eth1", "down")
+    lines = [
+        f"ip route 10.{200 + i // 65536}.{(i // 256) % 256}.{i % 256}/32 {gateway}"
+        for i in range(count)]
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    frr = lab.frr(node)
+    subprocess.run(["vtysh", "--vty_socket", str(frr.run_dir), "-f", f.name], check=True,
+                   capture_output=True, timeout=1800)
+    Path(f.name).unlink()
+    configured = frr.vtysh("show running-config").count("\nip route ")
+    if configured < count:
+        raise SystemExit(f"{node}: staticd holds {configured} of {count} routes")
+
+
+def measure(lab: Lab, node: str, count: int, proto: str) -> float:
+    start = time.monotonic()
+    lab.node(node).cmd("ip", "link", "set", "eth1", "up")
+    while fib_size(lab, node, proto) < count:
+        if time.monotonic() - start > 600:
+            raise SystemExit(f"{node}: FIB stuck at {fib_size(lab, node, proto)}/{count}")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def gateway(lab: Lab, node: str) -> str:
+    interface = lab.plan.node(node).interfaces[0]
+    peer = lab.plan.node(interface.peer.node)
+    return next(i for i in peer.interfaces if i.name == interface.peer.iface).ipv4.split("/")[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--routes", type=int, default=10_000)
+    parser.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
+    args = parser.parse_args()
+    destroy_lab(NAME)
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as topo:
+        topo.write(TOPOLOGY)
+        topo.flush()
+        lab = Lab(augment(load_file(topo.name)))
+    lab.deploy(timeout=180)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # loading is not what is measured
+            list(pool.map(lambda n: load_routes(lab, n, args.routes, gateway(lab, n)),
+                          ("direct", "switch")))
+        direct = measure(lab, "direct", args.routes, "196")  # zebra's RTPROT_STATIC
+        switch = measure(lab, "switch", args.routes, "250")
+        status = lab.frr("switch").workdir / "agent.log"
+        ratio = switch / direct
+        print(f"routes: {args.routes}")
+        print(f"zebra -> kernel (direct):             {direct:6.2f} s  "
+              f"{args.routes / direct:8.0f} routes/s")
+        print(f"zebra -> FPM -> agent -> SAI -> kernel: {switch:6.2f} s  "
+              f"{args.routes / switch:8.0f} routes/s")
+        print(f"ratio (SAI path / direct): {ratio:.2f}x  (goal <= {GOAL:.0f}x: "
+              f"{'met' if ratio <= GOAL else 'NOT met'})   agent log: {status}")
+    finally:
+        if not args.keep:
+            lab.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

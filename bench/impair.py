@@ -1,0 +1,111 @@
+"""How well link impairments hit their targets, against the clean path measured in the same run.
+
+Deploys a 2-node lab (no FRR), then prints for each target delay the median and p99 error of
+the one-way delay (RTT/2, both ends impaired as a topology link is), loss accuracy at 1% and
+10%, and the impairment path's throughput in packets/s and Mbit/s next to the clean link's.
+Goals (issue 4): median error within +-10% or +-50 us (the larger), p99 within +-25%,
+>= 50k packets/s per impaired direction.
+
+    sudo .venv/bin/python bench/impair.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from harness.lab import Lab
+from harness.links import impair
+from harness.links.fibre import one_way_delay_us
+from harness.links.impair import engine
+from harness.links.impair.backend import select_backend
+from harness.links.impair.engine import REPO
+from harness.links.impair.measure import ping
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+from harness.topology.plan import Endpoint, Impairment
+
+TARGETS_US = [("100us", 100.0), ("200us (40 km)", one_way_delay_us(40)), ("1ms", 1000.0),
+              ("5ms (1000 km)", one_way_delay_us(1000)), ("50ms", 50_000.0)]
+R1, R2 = Endpoint(node="r1", iface="eth1"), Endpoint(node="r2", iface="eth1")
+PINGS = 1000
+IPERF_SECONDS = 5
+
+
+def delay_rows(lab: Lab, address: str, base: float) -> None:
+    print(f"\none-way delay (RTT/2 over {PINGS} pings, unimpaired RTT {base:.1f} us subtracted)")
+    print(f"{'target':>15} {'median':>10} {'error':>16} {'p99':>10} {'error':>9}  goal")
+    for label, target in TARGETS_US:
+        for end in (R1, R2):
+            impair.apply(lab, end, Impairment(delay_us=target))
+        result = ping(lab.node("r1"), address, PINGS)
+        median = (result.percentile(50) - base) / 2
+        p99 = (result.percentile(99) - base) / 2
+        err, err99 = median - target, p99 - target
+        ok = abs(err) <= max(0.10 * target, 50) and abs(err99) <= 0.25 * target
+        print(f"{label:>15} {median:9.1f}u {err:+8.1f}u {100 * err / target:+6.1f}% "
+              f"{p99:9.1f}u {100 * err99 / target:+8.1f}%  {'ok' if ok else 'MISSED'}")
+    for end in (R1, R2):
+        impair.clear(lab, end)
+
+
+def loss_rows(lab: Lab, address: str) -> None:
+    print("\nloss on one direction (10000 pings, 0.5 ms apart)")
+    for target in (1.0, 10.0):
+        impair.apply(lab, R1, Impairment(loss_pct=target))
+        result = ping(lab.node("r1"), address, 10_000, interval_s=0.0005)
+        print(f"  target {target:4.1f}%  measured {result.loss_pct:5.2f}%  "
+              f"error {result.loss_pct - target:+.2f} points")
+    impair.clear(lab, R1)
+
+
+def iperf(lab: Lab, address: str, size: int) -> tuple[float, float]:
+    """UDP at full offered load from r1 to r2 for IPERF_SECONDS: (sent, received) packets/s."""
+    server = lab.node("r2").popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+    time.sleep(0.3)
+    out = lab.node("r1").cmd("iperf3", "-c", address, "-u", "-b", "0", "-l", str(size),
+                             "-t", str(IPERF_SECONDS), "-w", "4M", "-J",
+                             timeout=IPERF_SECONDS + 30)
+    server.wait(timeout=10)
+    total = json.loads(out.stdout)["end"]["sum"]
+    return (total["packets"] / total["seconds"],
+            (total["packets"] - total["lost_packets"]) / total["seconds"])
+
+
+def throughput_rows(lab: Lab, address: str) -> None:
+    print(f"\nthroughput: UDP at full offered load for {IPERF_SECONDS} s, r1 -> r2; sender, "
+          "engine and receiver share the 2 cores (receiver drops are its socket buffer)")
+    for size in (64, 1400):
+        mbit = (size + 8 + 20 + 14) * 8 / 1e6  # per packet, as Ethernet frames
+        sent, received = iperf(lab, address, size)
+        print(f"  {size:5d} B clean:         sent {sent / 1000:6.1f}k pps, received "
+              f"{received / 1000:6.1f}k pps = {received * mbit:7.1f} Mbit/s")
+        backend = impair.apply(lab, R1, Impairment(delay_us=1000))
+        control = impair.states.load_all(lab.dir)[0].control
+        before = engine.stats(control)["tx"] if control else 0
+        sent, received = iperf(lab, address, size)
+        forwarded = (engine.stats(control)["tx"] - before) / IPERF_SECONDS if control else 0
+        impair.clear(lab, R1)
+        verdict = "ok" if forwarded >= 50_000 else "below 50k"
+        print(f"  {size:5d} B 1ms {backend}: sent {sent / 1000:6.1f}k pps, engine forwarded "
+              f"{forwarded / 1000:6.1f}k pps = {forwarded * mbit:7.1f} Mbit/s, received "
+              f"{received / 1000:6.1f}k pps  {verdict}")
+
+
+def main() -> None:
+    lab = Lab(augment(load_file(REPO / "topologies" / "pair.yml"), "impbench"))
+    lab.deploy(start_frr=False)
+    try:
+        address = lab.plan.node("r2").interfaces[0].ipv4.split("/")[0]
+        print(f"impairment path: {select_backend().name}")
+        base = ping(lab.node("r1"), address, PINGS).percentile(50)
+        delay_rows(lab, address, base)
+        loss_rows(lab, address)
+        throughput_rows(lab, address)
+    finally:
+        lab.destroy()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The agent's control socket: one JSON request per connection, one JSON answer.
+
+`labctl sai` and `labctl inspect` talk to it. Requests: {"cmd": "status" | "dump" | "counters"
+| "trace" | "fault", ...}. The socket lives in the node directory (`sai.sock`), so reaching it
+needs no namespace switch.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from ipaddress import IPv4Address, IPv6Address
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import LabError
+from harness.sai.capacity import TABLES
+from harness.sai.records import Port
+from harness.sai.status import Status
+from harness.sai.types import ObjectType, format_oid
+
+if TYPE_CHECKING:
+    from harness.agent.main import Agent
+
+SOCKET_NAME = "sai.sock"
+TIMEOUT_S = 10.0
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value >> 48:
+        return format_oid(value)
+    if isinstance(value, IPv4Address | IPv6Address):
+        return str(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def dump(agent: Agent, kinds: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind in ObjectType:
+        if kinds and kind.name not in kinds:
+            continue
+        objects = agent.sai.objects(kind)
+        if objects:
+            out[str(kind)] = [{"id": format_oid(ref) if isinstance(ref, int) else str(ref),
+                               **{k: _plain(v) for k, v in record.attrs().items()}}
+                              for ref, record in sorted(objects.items(), key=lambda i: str(i[0]))]
+    return out
+
+
+def counters(agent: Agent) -> list[dict[str, Any]]:
+    rows = []
+    for oid, port in agent.sai.objects(ObjectType.PORT).items():
+        assert isinstance(port, Port)
+        _, stats = agent.sai.get_port_stats(oid)  # type: ignore[arg-type]
+        _, queues = agent.sai.get_queue_stats(oid)  # type: ignore[arg-type]
+        rows.append({"port": format_oid(oid), "name": agent.port_names.get(oid, "?"),
+                     "lanes": list(port.hw_lane_list), "stats": stats, "queues": queues})
+    return rows
+
+
+def fault(agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
+    action = request.get("action")
+    if action == "fail":
+        status = Status[request.get("status", "FAILURE")]
+        agent.sai.faults.add(request["api"], request.get("object_type", "*"),
+                             float(request["rate"]), status)
+    elif action == "shrink":
+        table = request["table"]
+        if table not in TABLES:
+            raise ValueError(f"table {table!r}: use one of {', '.join(TABLES)}")
+        agent.sai.capacity = agent.sai.capacity.shrunk(TABLES[table], int(request["size"]))
+    elif action == "clear":
+        agent.sai.faults.clear()
+        agent.sai.capacity = agent.base_capacity
+    else:
+        raise ValueError(f"fault action {action!r}: use fail, shrink or clear")
+    agent.log.warning("fault %s: %s", action, {k: v for k, v in request.items() if k != "cmd"})
+    return {"faults": agent.sai.faults.as_dict(), "capacity": agent.sai.capacity.as_dict()}
+
+
+def handle(agent: Agent, request: dict[str, Any]) -> Any:
+    cmd = request.get("cmd")
+    if cmd == "status":
+        return agent.status()
+    if cmd == "dump":
+        return dump(agent, request.get("types"))
+    if cmd == "counters":
+        return counters(agent)
+    if cmd == "trace":
+        return list(agent.sai.trace.lines)[-int(request.get("lines", 50)):]
+    if cmd == "fault":
+        return fault(agent, request)
+    raise ValueError(f"unknown command {cmd!r}")
+
+
+def answer(agent: Agent, data: bytes) -> bytes:
+    try:
+        reply = {"ok": True, "result": handle(agent, json.loads(data))}
+    except (ValueError, KeyError, TypeError) as exc:
+        reply = {"ok": False, "error": str(exc)}
+    return json.dumps(reply).encode() + b"\n"
+
+
+def ask(node_dir: Path, request: dict[str, Any], timeout: float = TIMEOUT_S) -> Any:
+    """Send one request to a node's agent and return its result (LabError if unreachable)."""
+    path = node_dir / SOCKET_NAME
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.shutdown(socket.SHUT_WR)
+            data = b""
+            while chunk := sock.recv(1 << 16):
+                data += chunk
+    except OSError as exc:
+        raise LabError(f"the SAI agent does not answer on {path}: {exc.strerror or exc}; "
+                       f"see {node_dir / 'agent.log'}") from None
+    reply = json.loads(data)
+    if not reply["ok"]:
+        raise LabError(f"SAI agent: {reply['error']}")
+    return reply["result"]

@@ -1,0 +1,146 @@
+"""Decode zebra's FPM netlink messages into route and nexthop events.
+
+zebra 8.4 with `dplane_fpm_nl` sends nexthops as RTM_NEWNEXTHOP/RTM_DELNEXTHOP (next-hop
+groups are on by default: `fpm use-next-hop-groups`) and routes as RTM_NEWROUTE with
+RTA_NH_ID, or with inline RTA_GATEWAY/RTA_OIF/RTA_MULTIPATH when groups are turned off; both
+forms are understood. Route messages are parsed by hand (they are the bulk of a FIB download);
+nexthop messages go through the shared pyroute2 class.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from ipaddress import ip_network
+
+from harness.sai.netlink import (
+    RTM_DELNEXTHOP,
+    RTM_DELROUTE,
+    RTM_NEWNEXTHOP,
+    RTM_NEWROUTE,
+    RTN_BLACKHOLE,
+    nhmsg,
+    split_messages,
+    unpack_address,
+    unpack_group,
+)
+
+RT_TABLE_MAIN = 254
+_RTMSG = struct.Struct("=BBBBBBBBI")
+_ATTR = struct.Struct("=HH")
+_RTNH = struct.Struct("=HBBi")
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 9, 15, 30
+RTN_UNREACHABLE, RTN_PROHIBIT = 7, 8
+
+
+@dataclass(frozen=True)
+class Hop:
+    gateway: str | None  # None: directly connected out of `ifindex`
+    ifindex: int
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class NexthopUpdate:
+    id: int
+    hop: Hop | None = None
+    group: tuple[tuple[int, int], ...] = ()
+    blackhole: bool = False
+
+
+@dataclass(frozen=True)
+class NexthopDelete:
+    id: int
+
+
+@dataclass(frozen=True)
+class RouteUpdate:
+    prefix: str
+    nh_id: int = 0
+    hops: tuple[Hop, ...] = ()
+    blackhole: bool = False
+    protocol: int = 0
+
+
+@dataclass(frozen=True)
+class RouteDelete:
+    prefix: str
+
+
+Event = NexthopUpdate | NexthopDelete | RouteUpdate | RouteDelete
+
+
+def _attrs(data: bytes, offset: int):  # -> Iterator[tuple[int, bytes]]
+    while offset + 4 <= len(data):
+        length, kind = _ATTR.unpack_from(data, offset)
+        if length < 4:
+            return
+        yield kind & 0x3FFF, data[offset + 4:offset + length]
+        offset += (length + 3) & ~3
+
+
+def _multipath(data: bytes) -> tuple[Hop, ...]:
+    hops, offset = [], 0
+    while offset + _RTNH.size <= len(data):
+        length, _flags, weight, ifindex = _RTNH.unpack_from(data, offset)
+        gateway = next((unpack_address(v) for k, v in
+                        _attrs(data[offset:offset + length], _RTNH.size) if k == RTA_GATEWAY),
+                       None)
+        hops.append(Hop(gateway, ifindex, weight + 1))
+        offset += (length + 3) & ~3
+    return tuple(hops)
+
+
+def decode_route(msg_type: int, message: bytes) -> RouteUpdate | RouteDelete | None:
+    family, dst_len, _src, _tos, table, protocol, _scope, rtype, _flags = \
+        _RTMSG.unpack_from(message, 16)
+    values = dict(_attrs(message, 16 + _RTMSG.size))
+    if RTA_TABLE in values:
+        table = struct.unpack("=I", values[RTA_TABLE])[0]
+    if table != RT_TABLE_MAIN or family not in (socket.AF_INET, socket.AF_INET6):
+        return None  # only the default VRF's table exists on this kernel (no VRF)
+    dst = values.get(RTA_DST)
+    address = unpack_address(dst) if dst else ("::" if family == socket.AF_INET6 else "0.0.0.0")
+    prefix = str(ip_network(f"{address}/{dst_len}", strict=False))
+    if msg_type == RTM_DELROUTE:
+        return RouteDelete(prefix)
+    if rtype in (RTN_BLACKHOLE, RTN_UNREACHABLE, RTN_PROHIBIT):
+        return RouteUpdate(prefix, blackhole=True, protocol=protocol)
+    if RTA_NH_ID in values:
+        return RouteUpdate(prefix, nh_id=struct.unpack("=I", values[RTA_NH_ID])[0],
+                           protocol=protocol)
+    if RTA_MULTIPATH in values:
+        return RouteUpdate(prefix, hops=_multipath(values[RTA_MULTIPATH]), protocol=protocol)
+    oif = struct.unpack("=I", values[RTA_OIF])[0] if RTA_OIF in values else 0
+    gateway = unpack_address(values[RTA_GATEWAY]) if RTA_GATEWAY in values else None
+    return RouteUpdate(prefix, hops=(Hop(gateway, oif),), protocol=protocol)
+
+
+def decode_nexthop(msg_type: int, message: bytes) -> NexthopUpdate | NexthopDelete:
+    msg = nhmsg(message)
+    msg.decode()
+    nh_id = msg.get_attr("NHA_ID")
+    if msg_type == RTM_DELNEXTHOP:
+        return NexthopDelete(nh_id)
+    group = msg.get_attr("NHA_GROUP")
+    if group:
+        return NexthopUpdate(nh_id, group=tuple(unpack_group(group)))
+    if msg.get_attr("NHA_BLACKHOLE") is not None:
+        return NexthopUpdate(nh_id, blackhole=True)
+    gateway = msg.get_attr("NHA_GATEWAY")
+    return NexthopUpdate(nh_id, hop=Hop(unpack_address(gateway) if gateway else None,
+                                        msg.get_attr("NHA_OIF") or 0))
+
+
+def decode(payload: bytes) -> list[Event]:
+    """Every event in one FPM frame's netlink payload, in order."""
+    events: list[Event] = []
+    for msg_type, _flags, message in split_messages(payload):
+        if msg_type in (RTM_NEWROUTE, RTM_DELROUTE):
+            route = decode_route(msg_type, message)
+            if route is not None:
+                events.append(route)
+        elif msg_type in (RTM_NEWNEXTHOP, RTM_DELNEXTHOP):
+            events.append(decode_nexthop(msg_type, message))
+    return events

@@ -1,0 +1,241 @@
+"""The agent process: `python -m harness.agent --node-dir DIR`, run inside a node namespace.
+
+One thread, one selector: the FPM listener and connection, the control socket, and two timers
+(retry of failed SAI calls; the end of zebra's replay, after which stale routes are swept).
+The agent always boots warm: it reads back what the kernel holds (nothing on a fresh node) and
+lets zebra's replay confirm it. Exiting never flushes the dataplane, so traffic keeps flowing
+while the agent is down, exactly as an ASIC keeps forwarding through a switch-OS restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+
+from harness.agent.control import SOCKET_NAME, answer
+from harness.agent.decode import decode
+from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
+from harness.agent.orch import RouteOrch
+from harness.sai.capacity import PROFILES, CapacityProfile
+from harness.sai.kernel import SAI_TABLE, KernelBackend
+from harness.sai.switch import SaiSwitch
+from harness.sai.trace import Trace
+from harness.sai.types import ObjectType
+
+T = ObjectType
+REPLAY_SETTLE_S = 3.0  # zebra pauses 1 s when its FPM buffer fills; a replay has gaps < 3 s
+RETRY_S = 1.0
+IFF_UP = 1
+
+
+class Agent:
+    def __init__(self, node_dir: Path, capacity: CapacityProfile, table: int = SAI_TABLE,
+                 port: int = FPM_PORT) -> None:
+        self.node_dir = node_dir
+        self.port = port
+        self.log = logging.getLogger("agent")
+        self.base_capacity = capacity
+        self._trace_file = open(node_dir / "sai.log", "a", buffering=1)  # noqa: SIM115
+        self.sai = SaiSwitch(KernelBackend(table=table), capacity=capacity,
+                             trace=Trace(sink=lambda line: self._trace_file.write(line + "\n")),
+                             attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
+                                    "SAI_SWITCH_ATTR_RESTART_WARM": True})
+        self.orch = RouteOrch(self.sai)
+        self.port_names: dict[int, str] = {}
+        self.fpm: socket.socket | None = None
+        self.reader = FpmReader()
+        self.connected_at: float | None = None
+        self.connections = 0
+        self.replay_until: float | None = None
+        self.swept = 0
+        self.messages = 0
+        self.started = time.time()
+
+    # -- boot -----------------------------------------------------------------------------
+
+    def create_ports(self) -> None:
+        """One SAI port and router interface per interface of the node (lane = ifindex),
+        with the admin state and MTU the kernel already has, so booting changes nothing."""
+        with IPRoute() as ip:
+            links = ip.get_links()
+        for link in links:
+            name = link.get_attr("IFLA_IFNAME")
+            if name == "lo":
+                continue
+            status, port = self.sai.create(T.PORT, {
+                "SAI_PORT_ATTR_HW_LANE_LIST": [link["index"]],
+                "SAI_PORT_ATTR_ADMIN_STATE": bool(link["flags"] & IFF_UP),
+                "SAI_PORT_ATTR_MTU": link.get_attr("IFLA_MTU")})
+            if not status.ok:
+                self.log.error("port %s: %s", name, status)
+                continue
+            status, rif = self.sai.create(T.ROUTER_INTERFACE, {
+                "SAI_ROUTER_INTERFACE_ATTR_VIRTUAL_ROUTER_ID": self.sai.default_vr,
+                "SAI_ROUTER_INTERFACE_ATTR_TYPE": "SAI_ROUTER_INTERFACE_TYPE_PORT",
+                "SAI_ROUTER_INTERFACE_ATTR_PORT_ID": port,
+                "SAI_ROUTER_INTERFACE_ATTR_SRC_MAC_ADDRESS": link.get_attr("IFLA_ADDRESS"),
+                "SAI_ROUTER_INTERFACE_ATTR_MTU": link.get_attr("IFLA_MTU")})
+            self.port_names[port] = name  # type: ignore[index]
+            self.orch.rif_by_ifindex[link["index"]] = rif  # type: ignore[assignment]
+
+    def boot(self) -> None:
+        self.create_ports()
+        adopted = self.sai.warm_adopt()
+        self.orch.adopt()
+        self.log.info("booted: %d ports, %d objects read back from the kernel (%d routes)",
+                      len(self.port_names), adopted, len(self.orch.programmed))
+
+    # -- FPM ------------------------------------------------------------------------------
+
+    def accept(self, listener: socket.socket, selector: selectors.BaseSelector) -> None:
+        conn, peer = listener.accept()
+        if self.fpm is not None:
+            self.log.warning("new FPM connection replaces the old one")
+            self.close_fpm(selector)
+        conn.setblocking(False)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.fpm, self.reader = conn, FpmReader()
+        self.connections += 1
+        self.connected_at = time.monotonic()
+        self.replay_until = self.connected_at + REPLAY_SETTLE_S
+        selector.register(conn, selectors.EVENT_READ, "fpm")
+        self.log.info("zebra connected from %s:%d; waiting for its replay", *peer[:2])
+
+    def close_fpm(self, selector: selectors.BaseSelector) -> None:
+        if self.fpm is not None:
+            selector.unregister(self.fpm)
+            self.fpm.close()
+            self.fpm = None
+            self.connected_at = None
+
+    def read_fpm(self, selector: selectors.BaseSelector) -> None:
+        assert self.fpm is not None
+        try:
+            data = self.fpm.recv(4 << 20)
+        except BlockingIOError:
+            return
+        if not data:
+            self.log.warning("zebra closed the FPM connection")
+            self.close_fpm(selector)
+            return
+        try:
+            events = [e for payload in self.reader.feed(data) for e in decode(payload)]
+        except FpmError as exc:
+            self.log.error("%s; dropping the connection (zebra reconnects and replays)", exc)
+            self.close_fpm(selector)
+            return
+        self.messages += len(events)
+        if self.replay_until is not None:
+            self.replay_until = time.monotonic() + REPLAY_SETTLE_S
+        self.orch.apply(events)
+
+    def tick(self) -> None:
+        if self.replay_until is not None and time.monotonic() > self.replay_until:
+            self.replay_until = None
+            swept = self.orch.sweep_stale()
+            self.swept += swept
+            self.log.info("replay settled: %d routes from zebra, %d stale removed, %d route "
+                          "changes skipped as already programmed", len(self.orch.wanted), swept,
+                          self.orch.calls_saved)
+        before = len(self.orch.failed)
+        self.orch.retry()
+        if before and not self.orch.failed:
+            self.log.info("all %d failed routes are now programmed", before)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        faults = self.sai.faults.as_dict()
+        reasons = []
+        if self.fpm is None:
+            reasons.append("zebra is not connected over FPM")
+        if self.orch.failed:
+            reasons.append(f"{len(self.orch.failed)} route(s) not programmed (SAI errors)")
+        if faults["rules"]:
+            reasons.append(f"{len(faults['rules'])} fault rule(s) active, "
+                           f"{faults['injected']} call(s) failed")
+        if self.sai.capacity != self.base_capacity:
+            reasons.append(f"capacity shrunk: {self.sai.capacity.name}")
+        return {
+            "pid": os.getpid(), "uptime_s": round(time.time() - self.started, 1),
+            "fpm_connected": self.fpm is not None, "fpm_connections": self.connections,
+            "replaying": self.replay_until is not None, "fpm_messages": self.messages,
+            "routes_wanted": len(self.orch.wanted), "routes_programmed": len(self.orch.programmed),
+            "routes_failed": dict(list(self.orch.failed.items())[:20]),
+            "routes_failed_total": len(self.orch.failed),
+            "routes_skipped": len(self.orch.skipped), "stale_swept": self.swept,
+            "unchanged_skipped": self.orch.calls_saved,
+            "next_hops": self.sai.count(T.NEXT_HOP),
+            "next_hop_groups": self.sai.count(T.NEXT_HOP_GROUP),
+            "sai_calls": self.sai.trace.calls, "sai_failures": self.sai.trace.failures,
+            "faults": faults, "capacity": self.sai.capacity.as_dict(),
+            "state": "degraded" if reasons else "running", "reasons": reasons}
+
+    # -- loop -----------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        selector = selectors.DefaultSelector()
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(4)
+        control_path = self.node_dir / SOCKET_NAME
+        control_path.unlink(missing_ok=True)
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        control.bind(str(control_path))
+        control.listen(8)
+        selector.register(listener, selectors.EVENT_READ, "listener")
+        selector.register(control, selectors.EVENT_READ, "control")
+        self.log.info("listening for zebra on 127.0.0.1:%d, control on %s", self.port,
+                      control_path)
+        next_tick = time.monotonic() + RETRY_S
+        while True:
+            timeout = max(0.0, next_tick - time.monotonic())
+            for key, _ in selector.select(timeout):
+                if key.data == "listener":
+                    self.accept(listener, selector)
+                elif key.data == "fpm":
+                    self.read_fpm(selector)
+                else:
+                    self.serve_control(control)
+            if time.monotonic() >= next_tick:
+                self.tick()
+                next_tick = time.monotonic() + RETRY_S
+
+    def serve_control(self, control: socket.socket) -> None:
+        conn, _ = control.accept()
+        with conn:
+            conn.settimeout(5)
+            data = b""
+            try:
+                while not data.endswith(b"\n") and (chunk := conn.recv(65536)):
+                    data += chunk
+                conn.sendall(answer(self, data))
+            except OSError as exc:
+                self.log.warning("control client: %s", exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.agent")
+    parser.add_argument("--node-dir", required=True, type=Path)
+    parser.add_argument("--port", type=int, default=FPM_PORT)
+    parser.add_argument("--table", type=int, default=SAI_TABLE)
+    parser.add_argument("--capacity", choices=sorted(PROFILES), default="linux")
+    args = parser.parse_args(argv)
+    logging.basicConfig(filename=args.node_dir / "agent.log", level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    agent = Agent(args.node_dir, PROFILES[args.capacity], args.table, args.port)
+    agent.boot()
+    agent.serve()
+    return 0

@@ -1,0 +1,293 @@
+"""Route orchestration: zebra's routes and nexthops in, the fewest SAI calls out.
+
+Like SONiC's RouteOrch/NhgOrch. zebra's nexthop ids are not SAI objects: the agent resolves
+each route to a *target* (drop, a router interface, one next hop, or a weighted set of next
+hops) and shares SAI next hops and groups by content, so a route whose target did not change
+costs no SAI call at all. That is what makes a warm restart free: after the agent reads the
+kernel back, zebra's full replay finds every route already in place and nothing is written;
+routes the replay did not confirm are swept once it has settled.
+
+A change that fails in SAI (an injected fault, a full table) is remembered and retried, and
+counted as a reason for the node to be degraded; FRR is never told, as with a real ASIC.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from ipaddress import ip_network
+from typing import Any
+
+from harness.agent.decode import (
+    Event,
+    Hop,
+    NexthopDelete,
+    NexthopUpdate,
+    RouteDelete,
+    RouteUpdate,
+)
+from harness.sai.records import NextHop, NextHopGroupMember, RouteEntry
+from harness.sai.switch import SaiSwitch
+from harness.sai.types import NULL_OID, ObjectType, RouteKey, oid_type
+
+T = ObjectType
+log = logging.getLogger("agent.orch")
+NhKey = tuple[str, int]  # (gateway, router interface oid)
+Target = tuple[Any, ...]  # ("drop",) | ("rif", oid) | ("nh", NhKey) | ("group", frozenset)
+DROP: Target = ("drop",)
+FORWARD, DROP_ACTION = "SAI_PACKET_ACTION_FORWARD", "SAI_PACKET_ACTION_DROP"
+
+
+@dataclass
+class RouteOrch:
+    sai: SaiSwitch
+    rif_by_ifindex: dict[int, int] = field(default_factory=dict)
+    zebra_nexthops: dict[int, NexthopUpdate] = field(default_factory=dict)
+    wanted: dict[str, RouteUpdate] = field(default_factory=dict)  # zebra's FIB
+    programmed: dict[str, Target] = field(default_factory=dict)  # what SAI holds
+    failed: dict[str, str] = field(default_factory=dict)  # prefix -> SAI status, retried
+    skipped: dict[str, str] = field(default_factory=dict)  # prefix -> why it has no target
+    stale: set[str] = field(default_factory=set)  # adopted, not yet confirmed by zebra
+    next_hops: dict[NhKey, int] = field(default_factory=dict)
+    groups: dict[frozenset, int] = field(default_factory=dict)
+    calls_saved: int = 0
+
+    # -- zebra events ---------------------------------------------------------------------
+
+    def apply(self, events: Iterable[Event]) -> None:
+        """One batch (one socket read): the last event per prefix wins, so zebra's
+        delete-then-add of an update is one SAI set, never a withdraw."""
+        changes: dict[str, RouteUpdate | RouteDelete] = {}
+        dropped_nexthops = []
+        for event in events:
+            if isinstance(event, NexthopUpdate):
+                self.zebra_nexthops[event.id] = event
+                for prefix in self._users_of(event.id):
+                    changes.setdefault(prefix, self.wanted[prefix])
+            elif isinstance(event, NexthopDelete):
+                dropped_nexthops.append(event.id)
+            else:
+                changes[event.prefix] = event
+        self._program(changes)
+        for nh_id in dropped_nexthops:
+            self.zebra_nexthops.pop(nh_id, None)
+        self.collect_garbage()
+
+    def retry(self) -> None:
+        if self.failed:
+            self._program({p: self.wanted[p] for p in self.failed if p in self.wanted})
+            self.collect_garbage()
+
+    def sweep_stale(self) -> int:
+        """After a replay: remove what the kernel held but zebra no longer has."""
+        stale, self.stale = sorted(self.stale), set()
+        if stale:
+            self._program({p: RouteDelete(p) for p in stale})
+            self.collect_garbage()
+        return len(stale)
+
+    def _users_of(self, nh_id: int) -> list[str]:
+        groups = {g.id for g in self.zebra_nexthops.values()
+                  if any(m == nh_id for m, _ in g.group)}
+        return [p for p, r in self.wanted.items() if r.nh_id == nh_id or r.nh_id in groups]
+
+    # -- resolution -----------------------------------------------------------------------
+
+    def resolve(self, route: RouteUpdate) -> Target | str:
+        if route.blackhole:
+            return DROP
+        hops: tuple[Hop, ...] = route.hops
+        if route.nh_id:
+            nexthop = self.zebra_nexthops.get(route.nh_id)
+            if nexthop is None:
+                return f"zebra nexthop {route.nh_id} unknown"
+            if nexthop.blackhole:
+                return DROP
+            if nexthop.group:
+                members = [(self.zebra_nexthops.get(m), w) for m, w in nexthop.group]
+                if any(n is None or n.hop is None for n, _ in members):
+                    return f"zebra group {route.nh_id} has unknown members"
+                hops = tuple(Hop(n.hop.gateway, n.hop.ifindex, w)  # type: ignore[union-attr]
+                             for n, w in members)
+            else:
+                hops = (nexthop.hop,) if nexthop.hop else ()
+        if not hops:
+            return "no next hop"
+        keys = []
+        for hop in hops:
+            rif = self.rif_by_ifindex.get(hop.ifindex)
+            if rif is None:
+                return f"ifindex {hop.ifindex} is not a port (local delivery stays in the kernel)"
+            if hop.gateway is None:
+                if len(hops) == 1:
+                    return ("rif", rif)
+                return "a connected next hop inside a group"
+            keys.append(((hop.gateway, rif), hop.weight))
+        if len(keys) == 1:
+            return ("nh", keys[0][0])
+        return ("group", frozenset(keys))
+
+    # -- programming ----------------------------------------------------------------------
+
+    def _program(self, changes: dict[str, RouteUpdate | RouteDelete]) -> None:
+        creates: list[tuple[str, Target, dict[str, Any]]] = []
+        sets: list[tuple[str, Target, list[tuple[str, Any]]]] = []
+        removes: list[str] = []
+        for prefix, change in changes.items():
+            self.stale.discard(prefix)
+            if isinstance(change, RouteDelete):
+                self.wanted.pop(prefix, None)
+                self.failed.pop(prefix, None)
+                self.skipped.pop(prefix, None)
+                if prefix in self.programmed:
+                    removes.append(prefix)
+                continue
+            self.wanted[prefix] = change
+            target = self.resolve(change)
+            if isinstance(target, str):
+                self.skipped[prefix] = target
+                self.failed.pop(prefix, None)
+                if prefix in self.programmed:
+                    removes.append(prefix)
+                continue
+            self.skipped.pop(prefix, None)
+            current = self.programmed.get(prefix)
+            if current == target:
+                self.failed.pop(prefix, None)
+                self.calls_saved += 1
+                continue
+            oid = self._ensure(target)
+            if oid is None:
+                self.failed[prefix] = "next hop objects could not be created"
+                continue
+            if current is None:
+                attrs = ({"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION": DROP_ACTION} if target == DROP
+                         else {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": oid})
+                creates.append((prefix, target, attrs))
+            else:
+                sets.append((prefix, target, self._transition(current, target, oid)))
+        self._commit(creates, sets, removes)
+
+    @staticmethod
+    def _transition(current: Target, target: Target, oid: int) -> list[tuple[str, Any]]:
+        """The SAI sets that move a route between targets without passing through nothing."""
+        if target == DROP:
+            return [("SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION", DROP_ACTION),
+                    ("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID", NULL_OID)]
+        if current == DROP:
+            return [("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID", oid),
+                    ("SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION", FORWARD)]
+        return [("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID", oid)]
+
+    def _key(self, prefix: str) -> RouteKey:
+        return RouteKey(self.sai.default_vr, ip_network(prefix))
+
+    def _commit(self, creates: list[tuple[str, Target, dict[str, Any]]],
+                sets: list[tuple[str, Target, list[tuple[str, Any]]]],
+                removes: list[str]) -> None:
+        if removes:
+            for prefix, status in zip(removes, self.sai.remove_bulk(
+                    [self._key(p) for p in removes]), strict=True):
+                if status.ok:
+                    del self.programmed[prefix]
+                else:
+                    self.failed[prefix] = str(status)
+        if creates:
+            results = self.sai.create_bulk(T.ROUTE_ENTRY,
+                                           [(self._key(p), attrs) for p, _, attrs in creates])
+            for (prefix, target, _), (status, _ref) in zip(creates, results, strict=True):
+                self._settle(prefix, target, status)
+        for prefix, target, steps in sets:
+            statuses = self.sai.set_bulk([(self._key(prefix), n, v) for n, v in steps])
+            bad = next((s for s in statuses if not s.ok), None)
+            self._settle(prefix, target if bad is None else self.programmed[prefix],
+                         bad or statuses[0])
+
+    def _settle(self, prefix: str, target: Target, status: Any) -> None:
+        if status.ok:
+            self.programmed[prefix] = target
+            self.failed.pop(prefix, None)
+        else:
+            self.failed[prefix] = str(status)
+
+    def _ensure(self, target: Target) -> int | None:
+        """The SAI object a route to `target` points at, created if it does not exist."""
+        if target == DROP:
+            return NULL_OID
+        if target[0] == "rif":
+            return target[1]
+        if target[0] == "nh":
+            return self._ensure_next_hop(target[1])
+        return self._ensure_group(target[1])
+
+    def _ensure_next_hop(self, key: NhKey) -> int | None:
+        if key in self.next_hops:
+            return self.next_hops[key]
+        status, oid = self.sai.create(T.NEXT_HOP, {
+            "SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_IP", "SAI_NEXT_HOP_ATTR_IP": key[0],
+            "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": key[1]})
+        if not status.ok:
+            return None
+        self.next_hops[key] = oid  # type: ignore[assignment]
+        return oid  # type: ignore[return-value]
+
+    def _ensure_group(self, members: frozenset) -> int | None:
+        if members in self.groups:
+            return self.groups[members]
+        hops = [(self._ensure_next_hop(key), weight) for key, weight in sorted(members)]
+        if any(oid is None for oid, _ in hops):
+            return None
+        status, group = self.sai.create(T.NEXT_HOP_GROUP, {
+            "SAI_NEXT_HOP_GROUP_ATTR_TYPE": "SAI_NEXT_HOP_GROUP_TYPE_ECMP"})
+        if not status.ok:
+            return None
+        results = self.sai.create_bulk(T.NEXT_HOP_GROUP_MEMBER, [(None, {
+            "SAI_NEXT_HOP_GROUP_MEMBER_ATTR_NEXT_HOP_GROUP_ID": group,
+            "SAI_NEXT_HOP_GROUP_MEMBER_ATTR_NEXT_HOP_ID": oid,
+            "SAI_NEXT_HOP_GROUP_MEMBER_ATTR_WEIGHT": weight}) for oid, weight in hops])
+        self.groups[members] = group  # type: ignore[assignment]
+        if not all(s.ok for s, _ in results):
+            self._remove_group(members)
+            return None
+        return group  # type: ignore[return-value]
+
+    def _remove_group(self, members: frozenset) -> bool:
+        group = self.groups[members]
+        self.sai.remove_bulk(list(self.sai.members(group)))
+        if self.sai.remove(group).ok:
+            del self.groups[members]
+            return True
+        return False
+
+    def collect_garbage(self) -> None:
+        """Remove next-hop groups, then next hops, that no route uses any more."""
+        for members, group in list(self.groups.items()):
+            if self.sai.refcount(group) == len(self.sai.members(group)):
+                self._remove_group(members)
+        for key, oid in list(self.next_hops.items()):
+            if self.sai.refcount(oid) == 0 and self.sai.remove(oid).ok:
+                del self.next_hops[key]
+
+    # -- warm restart ---------------------------------------------------------------------
+
+    def adopt(self) -> None:
+        """Rebuild targets from the SAI objects a warm start read back; all start stale."""
+        hops = {oid: (str(r.ip), r.router_interface_id)
+                for oid, r in self.sai.objects(T.NEXT_HOP).items() if isinstance(r, NextHop)}
+        self.next_hops = {key: oid for oid, key in hops.items()}  # type: ignore[misc]
+        for group in self.sai.objects(T.NEXT_HOP_GROUP):
+            members = frozenset((hops[m.next_hop_id], m.weight)
+                                for m in self.sai.members(group).values()  # type: ignore[arg-type]
+                                if isinstance(m, NextHopGroupMember))
+            self.groups[members] = group  # type: ignore[assignment]
+        by_oid = {oid: ("nh", key) for oid, key in hops.items()}
+        by_oid.update({oid: ("group", members) for members, oid in self.groups.items()})
+        for key, route in self.sai.objects(T.ROUTE_ENTRY).items():
+            assert isinstance(route, RouteEntry) and isinstance(key, RouteKey)
+            target = (DROP if route.packet_action == DROP_ACTION
+                      else ("rif", route.next_hop_id)
+                      if oid_type(route.next_hop_id) is T.ROUTER_INTERFACE
+                      else by_oid[route.next_hop_id])
+            self.programmed[str(key.destination)] = target
+        self.stale = set(self.programmed)

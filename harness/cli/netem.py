@@ -1,0 +1,141 @@
+"""netem set/show/clear: change a link's impairments on a running lab, like `clab tools netem`.
+
+`set` replaces the endpoint's whole impairment (options left out are zero), on the egress of
+that one endpoint; a topology link's impairment was applied to both of its ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli.inspect import resolve_lab
+from harness.cli.lifecycle import require_root
+from harness.errors import LabError
+from harness.lab import Lab, lab_names, plan_of
+from harness.links import impair
+from harness.topology.plan import Endpoint, Impairment
+from harness.topology.units import (
+    format_duration_us,
+    format_rate_bps,
+    parse_duration_us,
+    parse_percent,
+    parse_rate_bps,
+)
+
+out = Console()
+
+
+def _unit(parse: Callable[[str], float]) -> Callable[[str], float]:
+    def checked(text: str) -> float:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return checked
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("netem", help="link impairments on a running lab (delay, loss, rate)")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    s = verbs.add_parser("set", help="set the egress impairment of one endpoint, live")
+    s.add_argument("target", metavar="[LAB/]NODE:IFACE")
+    s.add_argument("--delay", type=_unit(parse_duration_us), help="one-way delay, e.g. 200us")
+    s.add_argument("--jitter", type=_unit(parse_duration_us), help="uniform +-, e.g. 20us")
+    s.add_argument("--loss", type=_unit(parse_percent), help="e.g. 0.1%%")
+    s.add_argument("--duplicate", type=_unit(parse_percent), help="e.g. 0.1%%")
+    s.add_argument("--rate", type=_unit(parse_rate_bps), help="e.g. 10Gbit")
+    s.set_defaults(run=set_impairment)
+
+    s = verbs.add_parser("show", help="impaired endpoints and the path (netem/userspace) each uses")
+    s.add_argument("name", nargs="?", help="lab (default: every lab)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(run=show)
+
+    s = verbs.add_parser("clear", help="remove the impairment of one endpoint, or all of a lab")
+    s.add_argument("target", nargs="?", metavar="[LAB/]NODE:IFACE | LAB")
+    s.add_argument("--all", action="store_true", help="every impaired endpoint of the lab")
+    s.set_defaults(run=clear)
+
+
+def parse_target(target: str) -> tuple[Lab, Endpoint]:
+    lab, _, endpoint = target.rpartition("/")
+    node, sep, iface = endpoint.partition(":")
+    if not (node and sep and iface):
+        raise LabError(f"{target!r} is not an endpoint; write [LAB/]NODE:IFACE, e.g. "
+                       "leaf1:eth1")
+    return resolve_lab(lab or None), Endpoint(node=node, iface=iface)
+
+
+def set_impairment(args: argparse.Namespace) -> int:
+    require_root()
+    values = (args.delay, args.jitter, args.loss, args.duplicate, args.rate)
+    if all(v is None for v in values):
+        raise LabError("give at least one of --delay --jitter --loss --duplicate --rate "
+                       "(`labctl netem clear` removes an impairment)")
+    lab, endpoint = parse_target(args.target)
+    impairment = Impairment(delay_us=args.delay or 0.0, jitter_us=args.jitter or 0.0,
+                            loss_pct=args.loss or 0.0, duplicate_pct=args.duplicate or 0.0,
+                            rate_bps=args.rate)
+    backend = impair.apply(lab, endpoint, impairment)
+    out.print(f"{lab.plan.name}/{endpoint}: {describe(impairment)} via {backend}",
+              highlight=False)
+    return 0
+
+
+def describe(imp: Impairment) -> str:
+    parts = [f"delay {format_duration_us(imp.delay_us)}"]
+    if imp.jitter_us:
+        parts.append(f"jitter {format_duration_us(imp.jitter_us)}")
+    if imp.loss_pct:
+        parts.append(f"loss {imp.loss_pct:g}%")
+    if imp.duplicate_pct:
+        parts.append(f"duplicate {imp.duplicate_pct:g}%")
+    if imp.rate_bps:
+        parts.append(f"rate {format_rate_bps(imp.rate_bps)}")
+    return ", ".join(parts)
+
+
+def show(args: argparse.Namespace) -> int:
+    if args.name:
+        labs = [Lab.open(args.name)]
+    else:  # every lab this version can read (a lab from another branch's schema is skipped)
+        labs = [Lab(plan) for name in lab_names() if (plan := plan_of(name)) is not None]
+    rows = [row for lab in labs for row in impair.show(lab)]
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    if not rows:
+        out.print("no impaired endpoints")
+        return 0
+    table = Table(title="link impairments (egress of each endpoint)")
+    for column in ("lab", "endpoint", "impairment", "path", "health", "frames in/out/lost"):
+        table.add_column(column)
+    for r in rows:
+        c = r.counters
+        frames = f"{c['rx']}/{c['tx']}/{c['lost']}" if c else ""
+        table.add_row(r.lab, str(r.endpoint), describe(r.impairment), r.backend,
+                      r.health if r.health == "active" else f"[red]{r.health}[/]", frames)
+    out.print(table)
+    return 0
+
+
+def clear(args: argparse.Namespace) -> int:
+    require_root()
+    if args.all:
+        lab = resolve_lab(args.target)
+        cleared = impair.clear_all(lab)
+        out.print(f"{lab.plan.name}: cleared {len(cleared)} endpoint(s)")
+        return 0
+    if not args.target:
+        raise LabError("name an endpoint ([LAB/]NODE:IFACE) or use --all")
+    lab, endpoint = parse_target(args.target)
+    lab.node(endpoint.node)  # an unknown node is an error, an unimpaired endpoint is not
+    impair.clear(lab, endpoint)
+    out.print(f"{lab.plan.name}/{endpoint}: clean")
+    return 0

@@ -1,0 +1,146 @@
+"""sai: look inside a switch's SAI dataplane and break it on purpose.
+
+`labctl sai [LAB/]NODE dump|counters|trace|status|fault|restart`. Everything goes through the
+node's agent control socket. Importing this module also registers the agent's health with
+`labctl inspect` (a switch whose SAI calls fail is shown degraded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.agent.control import ask
+from harness.cli.access import lab_and_node
+from harness.errors import LabError
+from harness.lab import Lab
+from harness.nodes.switch import Switch
+from harness.sai.capacity import TABLES
+from harness.sai.faults import APIS
+from harness.sai.status import Status
+from harness.sai.types import ObjectType
+from harness.status import STATUS_PROVIDERS
+from harness.topology.schema import Kind
+
+out = Console()
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("sai", help="a switch's SAI objects, counters, call log and faults")
+    p.add_argument("node", help="NODE or LAB/NODE (a kind: sai switch)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    d = actions.add_parser("dump", help="SAI objects and their attributes")
+    d.add_argument("--type", dest="types", action="append", choices=ObjectType.__members__,
+                   metavar="TYPE", help="only this object type (repeatable), e.g. ROUTE_ENTRY")
+    actions.add_parser("counters", help="per-port and per-queue counters")
+    t = actions.add_parser("trace", help="the last SAI calls, readable")
+    t.add_argument("-n", "--lines", type=int, default=40)
+    actions.add_parser("status", help="agent health: FPM session, routes, failures")
+    f = actions.add_parser("fault", help="make SAI calls fail, or shrink a table")
+    kinds = f.add_subparsers(dest="fault", required=True, metavar="FAULT")
+    fail = kinds.add_parser("fail", help="fail an API at a rate: fail create --type ROUTE_ENTRY "
+                            "--rate 0.5")
+    fail.add_argument("api", choices=APIS)
+    fail.add_argument("--type", default="*", choices=["*", *ObjectType.__members__],
+                      metavar="TYPE", help="object type (default: every type)")
+    fail.add_argument("--rate", type=float, required=True, help="fraction of calls, 0..1")
+    fail.add_argument("--status", default="FAILURE", choices=[s.name for s in Status if s],
+                      metavar="STATUS", help="status returned (default FAILURE)")
+    shrink = kinds.add_parser("shrink", help="shrink a table: shrink routes 10")
+    shrink.add_argument("table", choices=sorted(TABLES))
+    shrink.add_argument("size", type=int)
+    kinds.add_parser("clear", help="remove every fault and restore the table sizes")
+    actions.add_parser("restart", help="warm-restart the agent (kill -9, start, reconcile)")
+    p.set_defaults(run=sai)
+
+
+def _switch(target: str) -> tuple[Lab, str]:
+    lab, node = lab_and_node(target)
+    if lab.plan.node(node).kind is not Kind.sai:
+        switches = ", ".join(n.name for n in lab.plan.nodes if n.kind is Kind.sai) or "none"
+        raise LabError(f"{node} is kind {lab.plan.node(node).kind.value}, not sai; SAI "
+                       f"switches of this lab: {switches}")
+    return lab, node
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    if args.action == "dump":
+        return {"cmd": "dump", "types": args.types}
+    if args.action == "trace":
+        return {"cmd": "trace", "lines": args.lines}
+    if args.action != "fault":
+        return {"cmd": args.action}
+    if args.fault == "fail":
+        return {"cmd": "fault", "action": "fail", "api": args.api, "object_type": args.type,
+                "rate": args.rate, "status": args.status}
+    if args.fault == "shrink":
+        return {"cmd": "fault", "action": "shrink", "table": args.table, "size": args.size}
+    return {"cmd": "fault", "action": "clear"}
+
+
+def sai(args: argparse.Namespace) -> int:
+    lab, node = _switch(args.node)
+    frr = lab.frr(node)
+    if args.action == "restart":
+        old, new = Switch(frr).restart_agent(lab.journal)
+        result: Any = {"old_pid": old, "new_pid": new}
+    else:
+        result = ask(frr.workdir, _request(args))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif args.action == "trace":
+        for line in result:
+            print(line)
+    elif args.action == "dump":
+        _print_dump(result)
+    elif args.action == "counters":
+        _print_counters(result)
+    else:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def _print_dump(dump: dict[str, list[dict[str, Any]]]) -> None:
+    for kind, objects in dump.items():
+        out.print(f"[bold]{kind}[/] ({len(objects)})")
+        for obj in objects:
+            attrs = " ".join(f"{k.split('_ATTR_')[-1]}={v}" for k, v in obj.items()
+                             if k != "id" and v not in (0, None, []))
+            out.print(f"  {obj['id']}  {attrs}", highlight=False)
+
+
+def _print_counters(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="SAI port and queue counters")
+    for column in ("port", "name", "in octets", "in pkts", "in drop", "out octets", "out pkts",
+                   "out drop", "queue 0 (qdisc) pkts/drops"):
+        table.add_column(column)
+    for r in rows:
+        s, q = r["stats"], (r["queues"] or [{}])[0]
+        table.add_row(r["port"], r["name"], *(str(s.get(f"SAI_PORT_STAT_{k}", "")) for k in (
+            "IF_IN_OCTETS", "IF_IN_UCAST_PKTS", "IF_IN_DISCARDS", "IF_OUT_OCTETS",
+            "IF_OUT_UCAST_PKTS", "IF_OUT_DISCARDS")),
+            f"{q.get('SAI_QUEUE_STAT_PACKETS', '-')}/{q.get('SAI_QUEUE_STAT_DROPPED_PACKETS', '-')}"
+            f" ({q.get('qdisc', 'none')})")
+    out.print(table)
+
+
+def switch_status(lab: Lab, name: str) -> dict[str, Any]:
+    """`labctl inspect` column `sai`: the agent's own verdict, or down if it does not answer."""
+    if lab.plan.node(name).kind is not Kind.sai:
+        return {"sai": "-"}
+    try:
+        status = ask(lab.frr(name).workdir, {"cmd": "status"}, timeout=3)
+    except LabError:
+        return {"state": "degraded", "sai": "agent down"}
+    summary = f"{status['routes_programmed']} routes"
+    if status["reasons"]:
+        summary += "; " + "; ".join(status["reasons"])
+    return {"state": status["state"], "sai": summary}
+
+
+STATUS_PROVIDERS.append(switch_status)

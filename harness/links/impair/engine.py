@@ -1,0 +1,65 @@
+"""The userspace impairment engine (fl_impair.c): building it, its parameters, its control socket.
+
+The engine is C because the per-packet work (read, decide, hold, send) must reach well over
+50k packets/s per direction on a 2-core box while FRR and traffic share the cores; Python owns
+everything else. `make` builds it; this module runs the same make rule if the binary is missing
+or older than its source, so a fresh checkout works without a separate build step.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from harness.errors import LabError
+from harness.topology.plan import Impairment
+
+REPO = Path(__file__).resolve().parents[3]
+SOURCE = Path(__file__).with_name("fl_impair.c")
+BINARY = REPO / "build" / "fl-impair"
+CONTROL_TIMEOUT = 2.0
+
+
+@cache
+def binary() -> Path:
+    out = subprocess.run(["make", "-s", "-C", str(REPO), f"build/{BINARY.name}"],
+                         capture_output=True, text=True)
+    if out.returncode != 0 or not BINARY.exists():
+        raise LabError(f"cannot build the userspace impairment engine {BINARY}: "
+                       f"{(out.stderr or out.stdout).strip()}; install gcc (apt-get install "
+                       "build-essential) or run `make setup`")
+    return BINARY
+
+
+def engine_args(impairment: Impairment) -> list[str]:
+    """The engine's key=value form of an impairment (its units: ns, percent, bit/s)."""
+    return [f"delay_ns={round(impairment.delay_us * 1000)}",
+            f"jitter_ns={round(impairment.jitter_us * 1000)}",
+            f"loss_pct={impairment.loss_pct!r}",
+            f"duplicate_pct={impairment.duplicate_pct!r}",
+            f"rate_bps={impairment.rate_bps or 0}"]
+
+
+def request(control: str, message: str) -> str:
+    """One request on the engine's control socket; its reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        sock.settimeout(CONTROL_TIMEOUT)
+        try:
+            sock.connect(control)
+            sock.send(message.encode())
+            return sock.recv(512).decode()
+        except OSError as exc:
+            raise LabError(f"impairment engine at {control} does not answer: {exc}") from None
+
+
+def set_live(control: str, impairment: Impairment) -> None:
+    reply = request(control, "set " + " ".join(engine_args(impairment)))
+    if reply != "ok":
+        raise LabError(f"impairment engine refused the change: {reply}")
+
+
+def stats(control: str) -> dict[str, int]:
+    reply = request(control, "stats")
+    return {k: int(v) for k, v in (item.split("=") for item in reply.split())}

@@ -1,0 +1,65 @@
+"""What a backend (the "ASIC") provides to the switch; the kernel and the fake implement it.
+
+The switch has already validated a call, checked references and capacity, and stored the new
+record when it calls the backend; a backend only programs its hardware and reports a status.
+It may read the switch (`view`) to resolve references, e.g. a next hop's router interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from harness.sai.records import Port, Record
+from harness.sai.status import Status
+from harness.sai.types import EntryKey
+
+if TYPE_CHECKING:
+    from harness.sai.switch import SaiSwitch
+
+Ref = int | EntryKey
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change: create (old None), remove (new None) or set (both)."""
+
+    ref: Ref
+    old: Record | None
+    new: Record | None
+
+    @property
+    def api(self) -> str:
+        return "create" if self.old is None else "remove" if self.new is None else "set"
+
+
+@dataclass
+class Discovery:
+    """Objects found in the hardware on a warm start, in the backend's own terms.
+
+    next_hops: handle -> (ip, lane); groups: handle -> [(member handle, weight)];
+    routes: prefix -> ("nh", handle) | ("lane", lane) | ("drop", None).
+    """
+
+    next_hops: dict[int, tuple[str, int]] = field(default_factory=dict)
+    groups: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    routes: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    name: str
+
+    def bind(self, view: SaiSwitch) -> None:
+        """Called once by the switch that owns this backend."""
+
+    def apply(self, ops: list[Op]) -> list[Status]:
+        """Program a batch of changes (SAI bulk calls arrive as one batch); one status each."""
+
+    def port_stats(self, port: Port) -> dict[str, int]: ...
+
+    def queue_stats(self, port: Port) -> list[dict[str, int]]: ...
+
+    def discover(self) -> Discovery: ...
+
+    def adopt(self, ref: Ref, handle: int) -> None:
+        """Bind an adopted object to the hardware object `handle` found by discover()."""

@@ -1,0 +1,51 @@
+"""Per-switch table sizes: a route table of N entries answers TABLE_FULL for entry N+1.
+
+Real ASICs differ mostly in these numbers (a Tomahawk holds far fewer host routes than a
+Jericho); a profile lets a lab give each switch its own, and a fault can shrink one at run
+time to see what the control plane does when the FIB is full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from harness.sai.types import ObjectType
+
+T = ObjectType
+
+
+@dataclass(frozen=True)
+class CapacityProfile:
+    name: str = "linux"
+    routes: int = 1_000_000
+    next_hops: int = 65_536
+    next_hop_groups: int = 16_384
+    next_hop_group_members: int = 131_072
+    neighbors: int = 65_536
+    my_sids: int = 16_384
+    sid_lists: int = 16_384
+
+    def limit(self, kind: ObjectType) -> int | None:
+        field = _TABLE_OF.get(kind)
+        return None if field is None else getattr(self, field)
+
+    def shrunk(self, kind: ObjectType, size: int) -> CapacityProfile:
+        field = _TABLE_OF.get(kind)
+        if field is None:
+            raise ValueError(f"{kind} has no table size; tables: {', '.join(TABLES)}")
+        return replace(self, **{field: size}, name=f"{self.name}+{field}={size}")
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+_TABLE_OF = {T.ROUTE_ENTRY: "routes", T.NEXT_HOP: "next_hops", T.NEXT_HOP_GROUP: "next_hop_groups",
+             T.NEXT_HOP_GROUP_MEMBER: "next_hop_group_members", T.NEIGHBOR_ENTRY: "neighbors",
+             T.MY_SID_ENTRY: "my_sids", T.SRV6_SIDLIST: "sid_lists"}
+TABLES = {field: kind for kind, field in _TABLE_OF.items()}
+
+# A small fixed-pipeline ASIC, for labs that want the FIB to run out.
+PROFILES = {"linux": CapacityProfile(),
+            "small": CapacityProfile(name="small", routes=16_384, next_hops=4_096,
+                                     next_hop_groups=512, next_hop_group_members=4_096,
+                                     neighbors=4_096, my_sids=256, sid_lists=256)}

@@ -1,0 +1,393 @@
+"""The SAI API of one switch: create / remove / set / get, each returning a SAI status.
+
+The switch owns the object store. It validates attributes, checks that every object id an
+attribute or key points at exists and has an allowed type, counts references (a next hop used
+by a route cannot be removed: OBJECT_IN_USE), enforces the capacity profile (TABLE_FULL) and
+the buffer-pool budget, applies injected faults, and only then asks the backend to program
+its hardware. A call the backend refuses is rolled back, so the store always matches it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from ipaddress import ip_address, ip_network
+from typing import Any
+
+from harness.sai.backend import Backend, Op, Ref
+from harness.sai.capacity import CapacityProfile
+from harness.sai.faults import FaultPlan
+from harness.sai.records import (
+    BufferProfile,
+    NextHop,
+    NextHopGroup,
+    NextHopGroupMember,
+    Port,
+    Record,
+    RouteEntry,
+    RouterInterface,
+    Switch,
+    VirtualRouter,
+    build,
+    with_attr,
+)
+from harness.sai.status import Status
+from harness.sai.trace import Trace
+from harness.sai.types import (
+    ENTRY_TYPES,
+    NULL_OID,
+    EntryKey,
+    MySidKey,
+    NeighborKey,
+    ObjectType,
+    RouteKey,
+    format_oid,
+    make_oid,
+    oid_type,
+)
+
+T = ObjectType
+_KEY_REFS = {RouteKey: ("vr_id", (T.VIRTUAL_ROUTER,)), MySidKey: ("vr_id", (T.VIRTUAL_ROUTER,)),
+             NeighborKey: ("rif_id", (T.ROUTER_INTERFACE,))}
+
+
+def _kind_of(ref: Ref) -> ObjectType | None:
+    return ENTRY_TYPES.get(type(ref)) if not isinstance(ref, int) else oid_type(ref)
+
+
+def _show(ref: Ref) -> str:
+    return format_oid(ref) if isinstance(ref, int) else str(ref)
+
+
+class SaiSwitch:
+    def __init__(self, backend: Backend, *, capacity: CapacityProfile | None = None,
+                 faults: FaultPlan | None = None, trace: Trace | None = None,
+                 attrs: dict[str, Any] | None = None) -> None:
+        self.backend = backend
+        self.capacity = capacity or CapacityProfile()
+        self.faults = faults or FaultPlan()
+        self.trace = trace or Trace()
+        self._objects: dict[ObjectType, dict[Ref, Record]] = defaultdict(dict)
+        self._referrers: dict[int, set[Ref]] = defaultdict(set)
+        self._members: dict[int, dict[int, NextHopGroupMember]] = defaultdict(dict)
+        self._next_index = 1
+        status, record = build(T.SWITCH, attrs or {"SAI_SWITCH_ATTR_INIT_SWITCH": True})
+        if not isinstance(record, Switch):
+            raise ValueError(f"switch attributes: {status}: {record}")
+        self.switch_id = self._store(make_oid(T.SWITCH, self._allocate()), record)
+        self.default_vr = self._store(make_oid(T.VIRTUAL_ROUTER, self._allocate()),
+                                      VirtualRouter())
+        self.warm = record.restart_warm
+        backend.bind(self)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def record(self, ref: Ref) -> Record | None:
+        kind = _kind_of(ref)
+        return None if kind is None else self._objects[kind].get(ref)
+
+    def objects(self, kind: ObjectType) -> dict[Ref, Record]:
+        return dict(self._objects[kind])
+
+    def count(self, kind: ObjectType) -> int:
+        return len(self._objects[kind])
+
+    def refcount(self, oid: int) -> int:
+        return len(self._referrers.get(oid, ()))
+
+    def referrers(self, oid: int) -> set[Ref]:
+        return set(self._referrers.get(oid, ()))
+
+    def members(self, group: int) -> dict[int, NextHopGroupMember]:
+        return dict(self._members.get(group, {}))
+
+    def router_interface_of_lane(self, lane: int) -> int | None:
+        ports = {oid for oid, p in self._objects[T.PORT].items()
+                 if isinstance(p, Port) and lane in p.hw_lane_list}
+        return next((oid for oid, r in self._objects[T.ROUTER_INTERFACE].items()
+                     if isinstance(r, RouterInterface) and r.port_id in ports), None)
+
+    # -- the API --------------------------------------------------------------------------
+
+    def create(self, kind: ObjectType, attrs: dict[str, Any],
+               key: EntryKey | None = None) -> tuple[Status, Ref | None]:
+        return self.create_bulk(kind, [(key, attrs)])[0]
+
+    def remove(self, ref: Ref) -> Status:
+        return self.remove_bulk([ref])[0]
+
+    def set(self, ref: Ref, name: str, value: Any) -> Status:
+        return self.set_bulk([(ref, name, value)])[0]
+
+    def create_bulk(self, kind: ObjectType, entries: list[tuple[EntryKey | None, dict[str, Any]]]
+                    ) -> list[tuple[Status, Ref | None]]:
+        """SAI's bulk create (e.g. create_route_entries): one backend batch, one status each."""
+        results: list[tuple[Status, Ref | None]] = []
+        pending = []
+        for key, attrs in entries:
+            status, ref, record, note = self._prepare_create(kind, attrs, key)
+            if record is not None and ref is not None:
+                pending.append((len(results), Op(ref, None, record), attrs))
+            else:
+                self.trace.record("create", str(kind), _show(key) if key else "", attrs,
+                                  status, note)
+            results.append((status, ref))
+        for index, status in self._commit(pending):
+            results[index] = (status, results[index][1] if status.ok else None)
+        return results
+
+    def remove_bulk(self, refs: list[Ref]) -> list[Status]:
+        results, pending = [], []
+        for ref in refs:
+            kind = _kind_of(ref)
+            status, record, note = (self._prepare_remove(kind, ref) if kind
+                                    else (Status.INVALID_OBJECT_ID, None, ""))
+            if record is not None:
+                pending.append((len(results), Op(ref, record, None), {}))
+            else:
+                self.trace.record("remove", str(kind), _show(ref), {}, status, note)
+            results.append(status)
+        for index, status in self._commit(pending):
+            results[index] = status
+        return results
+
+    def set_bulk(self, items: list[tuple[Ref, str, Any]]) -> list[Status]:
+        results, pending = [], []
+        for ref, name, value in items:
+            kind = _kind_of(ref)
+            status, old, new, note = (self._prepare_set(kind, ref, name, value) if kind
+                                      else (Status.INVALID_OBJECT_ID, None, None, ""))
+            if old is not None and new is not None:
+                pending.append((len(results), Op(ref, old, new), {name: value}))
+            else:
+                self.trace.record("set", str(kind), _show(ref), {name: value}, status, note)
+            results.append(status)
+        for index, status in self._commit(pending):
+            results[index] = status
+        return results
+
+    def _commit(self, pending: list[tuple[int, Op, dict[str, Any]]]
+                ) -> list[tuple[int, Status]]:
+        """Hand prepared (already stored) changes to the backend; roll back each refusal."""
+        if not pending:
+            return []
+        statuses = self.backend.apply([op for _, op, _ in pending])
+        out: list[tuple[int, Status]] = []
+        for (index, op, attrs), status in zip(pending, statuses, strict=True):
+            kind = _kind_of(op.ref)
+            if not status.ok:
+                if op.new is not None:
+                    self._unstore(op.ref, op.new)
+                if op.old is not None:
+                    self._store(op.ref, op.old)
+            self.trace.record(op.api, str(kind), _show(op.ref), attrs, status,
+                              "" if status.ok else f"{self.backend.name} refused")
+            out.append((index, status))
+        return out
+
+    def get(self, ref: Ref, names: list[str] | None = None) -> tuple[Status, dict[str, Any]]:
+        record = self.record(ref)
+        if record is None:
+            return Status.ITEM_NOT_FOUND, {}
+        values = record.attrs()
+        if names is None:
+            return Status.SUCCESS, values
+        unknown = [n for n in names if n not in values]
+        if unknown:
+            return Status.INVALID_PARAMETER, {}
+        return Status.SUCCESS, {n: values[n] for n in names}
+
+    def get_port_stats(self, port: int) -> tuple[Status, dict[str, int]]:
+        record = self._objects[T.PORT].get(port)
+        if not isinstance(record, Port):
+            return Status.ITEM_NOT_FOUND, {}
+        return Status.SUCCESS, self.backend.port_stats(record)
+
+    def get_queue_stats(self, port: int) -> tuple[Status, list[dict[str, int]]]:
+        record = self._objects[T.PORT].get(port)
+        if not isinstance(record, Port):
+            return Status.ITEM_NOT_FOUND, []
+        return Status.SUCCESS, self.backend.queue_stats(record)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _allocate(self) -> int:
+        index, self._next_index = self._next_index, self._next_index + 1
+        return index
+
+    def _store(self, ref: Ref, record: Record) -> Ref:
+        self._objects[record.TYPE][ref] = record
+        for target in self._targets(ref, record):
+            self._referrers[target].add(ref)
+        if isinstance(record, NextHopGroupMember):
+            self._members[record.next_hop_group_id][ref] = record  # type: ignore[index]
+        return ref
+
+    def _unstore(self, ref: Ref, record: Record) -> None:
+        del self._objects[record.TYPE][ref]
+        for target in self._targets(ref, record):
+            self._referrers[target].discard(ref)
+            if not self._referrers[target]:
+                del self._referrers[target]
+        if isinstance(record, NextHopGroupMember):
+            self._members[record.next_hop_group_id].pop(ref, None)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _targets(ref: Ref, record: Record) -> list[int]:
+        targets = record.references()
+        if not isinstance(ref, int):
+            targets.append(getattr(ref, _KEY_REFS[type(ref)][0]))
+        return targets
+
+    def _bad_reference(self, ref: Ref | None, record: Record) -> str | None:
+        checks = [(a.name, getattr(record, a.field), a.refs) for a in record.ATTRS if a.refs]
+        if ref is not None and not isinstance(ref, int):
+            field, kinds = _KEY_REFS[type(ref)]
+            checks.append((field, getattr(ref, field), kinds))
+        for name, oid, kinds in checks:
+            if oid == NULL_OID:
+                continue
+            kind = oid_type(oid)
+            if kind not in kinds or oid not in self._objects[kind]:
+                return f"{name}={format_oid(oid)} is not an existing " \
+                       f"{' or '.join(str(k) for k in kinds)}"
+        return None
+
+    def _prepare_create(self, kind: ObjectType, attrs: dict[str, Any], key: EntryKey | None
+                        ) -> tuple[Status, Ref | None, Record | None, str]:
+        """Validate a create and store the record; the backend is called afterwards."""
+        if kind in (T.SWITCH, T.VIRTUAL_ROUTER):
+            return Status.NOT_SUPPORTED, None, None, "one switch with its default virtual router"
+        is_entry = kind in ENTRY_TYPES.values()
+        if is_entry != (key is not None) or (key is not None and ENTRY_TYPES[type(key)] != kind):
+            return Status.INVALID_PARAMETER, None, None, f"{kind} is created " + (
+                "with its entry key" if is_entry else "without a key")
+        injected = self.faults.draw("create", kind)
+        if injected is not None:
+            return injected, None, None, "injected fault"
+        status, record = build(kind, attrs)
+        if not isinstance(record, Record):
+            return status, None, None, record
+        if key is not None and key in self._objects[kind]:
+            return Status.ITEM_ALREADY_EXISTS, None, None, ""
+        reason = self._bad_reference(key, record)
+        if reason:
+            return Status.INVALID_OBJECT_ID, None, None, reason
+        limit = self.capacity.limit(kind)
+        if limit is not None and len(self._objects[kind]) >= limit:
+            return Status.TABLE_FULL, None, None, f"{limit} entries"
+        status, reason = self._admit(record)
+        if not status.ok:
+            return status, None, None, reason
+        ref: Ref = key if key is not None else make_oid(kind, self._allocate())
+        self._store(ref, record)
+        return Status.SUCCESS, ref, record, ""
+
+    def _admit(self, record: Record) -> tuple[Status, str]:
+        """Rules that depend on other objects: pool budgets, one member per next hop."""
+        if isinstance(record, BufferProfile):
+            pool = self._objects[T.BUFFER_POOL][record.pool_id]
+            used = sum(p.footprint for p in self._objects[T.BUFFER_PROFILE].values()
+                       if isinstance(p, BufferProfile) and p.pool_id == record.pool_id)
+            if used + record.footprint > pool.size:  # type: ignore[attr-defined]
+                return Status.INSUFFICIENT_RESOURCES, (
+                    f"pool holds {pool.size} bytes, profiles take {used}, "  # type: ignore[attr-defined]
+                    f"this one {record.footprint}")
+        if isinstance(record, Port):
+            taken = {lane for p in self._objects[T.PORT].values() if isinstance(p, Port)
+                     for lane in p.hw_lane_list}
+            if taken & set(record.hw_lane_list):
+                return Status.ITEM_ALREADY_EXISTS, "lane already belongs to a port"
+        if isinstance(record, NextHopGroupMember):
+            members = self._members.get(record.next_hop_group_id, {}).values()
+            if any(m.next_hop_id == record.next_hop_id for m in members):
+                return Status.ITEM_ALREADY_EXISTS, "next hop already in this group"
+        return Status.SUCCESS, ""
+
+    def _prepare_remove(self, kind: ObjectType, ref: Ref
+                        ) -> tuple[Status, Record | None, str]:
+        if kind in (T.SWITCH, T.VIRTUAL_ROUTER):
+            return Status.NOT_SUPPORTED, None, "the switch and its default virtual router stay"
+        record = self._objects[kind].get(ref)
+        if record is None:
+            return Status.ITEM_NOT_FOUND, None, ""
+        injected = self.faults.draw("remove", kind)
+        if injected is not None:
+            return injected, None, "injected fault"
+        if isinstance(ref, int) and self.refcount(ref):
+            users = ", ".join(sorted(_show(r) for r in self._referrers[ref])[:3])
+            return Status.OBJECT_IN_USE, None, f"{self.refcount(ref)} reference(s): {users}"
+        self._unstore(ref, record)
+        return Status.SUCCESS, record, ""
+
+    def _prepare_set(self, kind: ObjectType, ref: Ref, name: str, value: Any
+                     ) -> tuple[Status, Record | None, Record | None, str]:
+        old = self._objects[kind].get(ref)
+        if old is None:
+            return Status.ITEM_NOT_FOUND, None, None, ""
+        injected = self.faults.draw("set", kind)
+        if injected is not None:
+            return injected, None, None, "injected fault"
+        status, new = with_attr(old, name, value)
+        if not isinstance(new, Record):
+            return status, None, None, new
+        reason = self._bad_reference(None, new)
+        if reason:
+            return Status.INVALID_OBJECT_ID, None, None, reason
+        if new == old:
+            return Status.SUCCESS, None, None, "unchanged"
+        self._unstore(ref, old)
+        self._store(ref, new)
+        return Status.SUCCESS, old, new, ""
+
+    # -- warm restart ---------------------------------------------------------------------
+
+    def warm_adopt(self) -> int:
+        """Read back what the hardware still holds after an agent restart and own it again.
+
+        SAI restores its database on a warm boot; here the "ASIC" is the kernel, so the state
+        is read back from it, after the ports and router interfaces have been re-created.
+        Nothing is written to the hardware. Returns the number of objects adopted.
+        """
+        if not self.warm:
+            raise ValueError("warm_adopt needs SAI_SWITCH_ATTR_RESTART_WARM=true")
+        found = self.backend.discover()
+        by_handle: dict[int, int] = {}
+        adopted = 0
+        for handle, (ip, lane) in found.next_hops.items():
+            rif = self.router_interface_of_lane(lane)
+            if rif is None:
+                continue
+            oid = self._adopt(T.NEXT_HOP, handle, NextHop(ip=ip_address(ip),
+                                                          router_interface_id=rif))
+            by_handle[handle] = oid
+            adopted += 1
+        for handle, members in found.groups.items():
+            if not all(m in by_handle for m, _ in members):
+                continue
+            group = self._adopt(T.NEXT_HOP_GROUP, handle, NextHopGroup())
+            by_handle[handle] = group
+            for member, weight in members:
+                self._store(make_oid(T.NEXT_HOP_GROUP_MEMBER, self._allocate()),
+                            NextHopGroupMember(next_hop_group_id=group,
+                                               next_hop_id=by_handle[member], weight=weight))
+            adopted += 1
+        for prefix, (how, handle) in found.routes.items():
+            target = (by_handle.get(handle) if how == "nh" else  # type: ignore[arg-type]
+                      self.router_interface_of_lane(handle) if how == "lane" else None)  # type: ignore[arg-type]
+            if how != "drop" and target is None:
+                continue
+            route = (RouteEntry(packet_action="SAI_PACKET_ACTION_DROP") if how == "drop"
+                     else RouteEntry(next_hop_id=target))  # type: ignore[arg-type]
+            key = RouteKey(self.default_vr, ip_network(prefix))
+            self._store(key, route)
+            self.backend.adopt(key, 0)
+            adopted += 1
+        self.trace.record("warm", "adopt", format_oid(self.switch_id), {},
+                          Status.SUCCESS, f"{adopted} objects read back from {self.backend.name}")
+        return adopted
+
+    def _adopt(self, kind: ObjectType, handle: int, record: Record) -> int:
+        oid = make_oid(kind, self._allocate())
+        self._store(oid, record)
+        self.backend.adopt(oid, handle)
+        return oid

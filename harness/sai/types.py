@@ -1,0 +1,105 @@
+"""Object types, object ids and the enumerated attribute values of the model.
+
+Names follow SAI's headers (`SAI_OBJECT_TYPE_ROUTE_ENTRY`, `SAI_PACKET_ACTION_DROP`); the
+numbers of object types are this model's own. An object id (OID) carries its type in the top
+16 bits, as in SAI-VS, so a dump of any OID says what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from ipaddress import IPv4Network, IPv6Address, IPv6Network
+
+OID_TYPE_SHIFT = 48
+NULL_OID = 0
+
+
+class ObjectType(IntEnum):
+    SWITCH = 33
+    PORT = 1
+    VIRTUAL_ROUTER = 3
+    NEXT_HOP = 4
+    NEXT_HOP_GROUP = 5
+    ROUTER_INTERFACE = 6
+    NEIGHBOR_ENTRY = 19
+    ROUTE_ENTRY = 20
+    QUEUE = 21
+    QOS_MAP = 23
+    BUFFER_POOL = 27
+    BUFFER_PROFILE = 29
+    NEXT_HOP_GROUP_MEMBER = 45
+    SRV6_SIDLIST = 87
+    MY_SID_ENTRY = 88
+
+    def __str__(self) -> str:
+        return f"SAI_OBJECT_TYPE_{self.name}"
+
+
+def make_oid(kind: ObjectType, index: int) -> int:
+    return (int(kind) << OID_TYPE_SHIFT) | index
+
+
+def oid_type(oid: int) -> ObjectType | None:
+    try:
+        return ObjectType(oid >> OID_TYPE_SHIFT)
+    except ValueError:
+        return None
+
+
+def format_oid(oid: int) -> str:
+    return f"oid:{oid:#x}"
+
+
+# Enumerated attribute values, spelled as SAI spells them.
+PACKET_ACTIONS = ("SAI_PACKET_ACTION_FORWARD", "SAI_PACKET_ACTION_DROP", "SAI_PACKET_ACTION_TRAP")
+ROUTER_INTERFACE_TYPES = ("SAI_ROUTER_INTERFACE_TYPE_PORT", "SAI_ROUTER_INTERFACE_TYPE_LOOPBACK")
+NEXT_HOP_TYPES = ("SAI_NEXT_HOP_TYPE_IP", "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST")
+NEXT_HOP_GROUP_TYPES = ("SAI_NEXT_HOP_GROUP_TYPE_ECMP",
+                        "SAI_NEXT_HOP_GROUP_TYPE_DYNAMIC_UNORDERED_ECMP")
+SRV6_SIDLIST_TYPES = ("SAI_SRV6_SIDLIST_TYPE_ENCAPS", "SAI_SRV6_SIDLIST_TYPE_INSERT")
+MY_SID_BEHAVIORS = ("SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E", "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X",
+                    "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT6")
+BUFFER_POOL_TYPES = ("SAI_BUFFER_POOL_TYPE_INGRESS", "SAI_BUFFER_POOL_TYPE_EGRESS")
+THRESHOLD_MODES = ("SAI_BUFFER_POOL_THRESHOLD_MODE_STATIC",
+                   "SAI_BUFFER_POOL_THRESHOLD_MODE_DYNAMIC")
+QOS_MAP_TYPES = ("SAI_QOS_MAP_TYPE_DSCP_TO_TC", "SAI_QOS_MAP_TYPE_TC_TO_QUEUE")
+
+
+@dataclass(frozen=True, order=True)
+class _Key:
+    """An entry object's key (SAI keys routes, neighbors and SIDs by value, not by OID)."""
+
+    def __str__(self) -> str:
+        parts = (f"{f.name}={format_oid(v) if f.name.endswith('_id') else v}"
+                 for f in fields(self) for v in (getattr(self, f.name),))
+        return "{" + " ".join(parts) + "}"
+
+
+@dataclass(frozen=True, order=True)
+class RouteKey(_Key):
+    """sai_route_entry_t: (virtual router, destination prefix)."""
+
+    vr_id: int
+    destination: IPv4Network | IPv6Network
+
+
+@dataclass(frozen=True, order=True)
+class NeighborKey(_Key):
+    """sai_neighbor_entry_t: (router interface, neighbor IP)."""
+
+    rif_id: int
+    ip: str
+
+
+@dataclass(frozen=True, order=True)
+class MySidKey(_Key):
+    """sai_my_sid_entry_t, reduced to what Linux matches on: (virtual router, SID)."""
+
+    vr_id: int
+    sid: IPv6Address
+
+
+EntryKey = RouteKey | NeighborKey | MySidKey
+ENTRY_TYPES = {RouteKey: ObjectType.ROUTE_ENTRY, NeighborKey: ObjectType.NEIGHBOR_ENTRY,
+               MySidKey: ObjectType.MY_SID_ENTRY}

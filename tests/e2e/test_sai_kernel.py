@@ -1,0 +1,162 @@
+"""The kernel backend against a bare namespace: every SAI object lands where the docstring says."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from ipaddress import IPv6Address, ip_network
+
+import pytest
+
+from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, remove_netns
+from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.sai.kernel import SAI_TABLE, KernelBackend
+from harness.sai.status import Status
+from harness.sai.switch import SaiSwitch
+from harness.sai.types import MySidKey, NeighborKey, ObjectType, RouteKey
+
+pytestmark = pytest.mark.e2e
+T = ObjectType
+NETNS = f"sai-kernel-{os.getpid()}"
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", NETNS, *argv], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    path = create_netns(NETNS)
+    try:
+        for cmd in (["ip", "link", "add", "eth1", "type", "veth", "peer", "name", "peer1"],
+                    ["ip", "link", "set", "eth1", "up"], ["ip", "link", "set", "peer1", "up"],
+                    ["ip", "addr", "add", "10.1.0.0/31", "dev", "eth1"],
+                    ["ip", "-6", "addr", "add", "fd00:1::/127", "dev", "eth1", "nodad"],
+                    ["ip", "rule", "add", "pref", "1000", "lookup", str(SAI_TABLE)]):
+            sh(*cmd)
+        yield path
+    finally:
+        kill_and_reap(pids_in_namespaces(namespace_ids([f"{NETNS_RUN_DIR}/{NETNS}"])))
+        remove_netns(NETNS)
+
+
+def switch(path: str, warm: bool = False) -> tuple[SaiSwitch, int, int]:
+    sw = SaiSwitch(KernelBackend(path), attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
+                                              "SAI_SWITCH_ATTR_RESTART_WARM": warm})
+    lane = int(sh("cat", "/sys/class/net/eth1/ifindex"))
+    _, port = sw.create(T.PORT, {"SAI_PORT_ATTR_HW_LANE_LIST": [lane]})
+    _, rif = sw.create(T.ROUTER_INTERFACE, {
+        "SAI_ROUTER_INTERFACE_ATTR_VIRTUAL_ROUTER_ID": sw.default_vr,
+        "SAI_ROUTER_INTERFACE_ATTR_TYPE": "SAI_ROUTER_INTERFACE_TYPE_PORT",
+        "SAI_ROUTER_INTERFACE_ATTR_PORT_ID": port})
+    return sw, port, rif  # type: ignore[return-value]
+
+
+def hop(sw: SaiSwitch, rif: int, ip: str) -> int:
+    status, oid = sw.create(T.NEXT_HOP, {"SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_IP",
+                                         "SAI_NEXT_HOP_ATTR_IP": ip,
+                                         "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": rif})
+    assert status.ok, status
+    return oid  # type: ignore[return-value]
+
+
+def sai_routes(family: str = "-4") -> list[dict]:
+    return json.loads(sh("ip", "-j", family, "route", "show", "table", str(SAI_TABLE)) or "[]")
+
+
+def test_weighted_group_routes_by_nexthop_id_and_rebuilds(netns: str) -> None:
+    sw, _, rif = switch(netns)
+    a, b = hop(sw, rif, "10.1.0.1"), hop(sw, rif, "10.1.0.1")  # two objects, one gateway
+    assert a != b
+    _, group = sw.create(T.NEXT_HOP_GROUP, {"SAI_NEXT_HOP_GROUP_ATTR_TYPE":
+                                            "SAI_NEXT_HOP_GROUP_TYPE_ECMP"})
+    key = RouteKey(sw.default_vr, ip_network("10.9.0.0/24"))
+    assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": group}, key=key)[0].ok
+    assert sai_routes()[0]["type"] == "blackhole"  # an empty group drops
+    for nh, weight in ((a, 1), (b, 3)):
+        assert sw.create(T.NEXT_HOP_GROUP_MEMBER, {
+            "SAI_NEXT_HOP_GROUP_MEMBER_ATTR_NEXT_HOP_GROUP_ID": group,
+            "SAI_NEXT_HOP_GROUP_MEMBER_ATTR_NEXT_HOP_ID": nh,
+            "SAI_NEXT_HOP_GROUP_MEMBER_ATTR_WEIGHT": weight})[0].ok
+    (entry,) = sai_routes()
+    groups = json.loads(sh("ip", "-j", "nexthop", "show", "id", str(entry["nhid"])))
+    assert sorted(m.get("weight", 1) for m in groups[0]["group"]) == [1, 3]
+    assert entry["protocol"] in ("250", 250)
+    assert sh("ip", "route", "get", "10.9.0.7").startswith("10.9.0.7 via 10.1.0.1 dev eth1")
+    assert sw.remove(a) is Status.OBJECT_IN_USE
+
+
+def test_connected_drop_neighbor_and_port_state(netns: str) -> None:
+    sw, port, rif = switch(netns)
+    vr = sw.default_vr
+    assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": rif},
+                     key=RouteKey(vr, ip_network("10.1.0.0/31")))[0].ok
+    assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION":
+                                     "SAI_PACKET_ACTION_DROP"},
+                     key=RouteKey(vr, ip_network("10.66.0.0/16")))[0].ok
+    routes = {r["dst"]: r for r in sai_routes()}
+    assert routes["10.1.0.0/31"]["dev"] == "eth1" and routes["10.66.0.0/16"]["type"] == "blackhole"
+    assert sw.create(T.NEIGHBOR_ENTRY, {"SAI_NEIGHBOR_ENTRY_ATTR_DST_MAC_ADDRESS":
+                                        "02:00:00:00:00:01"},
+                     key=NeighborKey(rif, "10.1.0.1"))[0].ok
+    assert "02:00:00:00:00:01 PERMANENT" in sh("ip", "neigh", "show", "10.1.0.1")
+    assert sw.set(port, "SAI_PORT_ATTR_ADMIN_STATE", False).ok
+    assert "state DOWN" in sh("ip", "link", "show", "eth1")
+    assert sw.set(port, "SAI_PORT_ATTR_ADMIN_STATE", True).ok
+    sh("tc", "qdisc", "add", "dev", "eth1", "root", "pfifo")  # veths have no queue by default
+    subprocess.run(["ip", "netns", "exec", NETNS, "ping", "-c", "3", "-i", "0.1", "-W", "1",
+                    "10.1.0.1"], capture_output=True)  # to the static neighbor: no one answers
+    status, stats = sw.get_port_stats(port)
+    assert status.ok and stats["SAI_PORT_STAT_IF_OUT_UCAST_PKTS"] >= 3
+    status, queues = sw.get_queue_stats(port)
+    assert status.ok and queues and queues[0]["SAI_QUEUE_STAT_PACKETS"] >= 3
+
+
+def test_srv6_encap_and_my_sid_entries(netns: str) -> None:
+    sw, _, rif = switch(netns)
+    _, sids = sw.create(T.SRV6_SIDLIST, {"SAI_SRV6_SIDLIST_ATTR_SEGMENT_LIST":
+                                         ["fc00:0:2::", "fc00:0:3::"]})
+    status, te = sw.create(T.NEXT_HOP, {
+        "SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST",
+        "SAI_NEXT_HOP_ATTR_SRV6_SIDLIST_ID": sids, "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": rif})
+    assert status.ok, status
+    assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": te},
+                     key=RouteKey(sw.default_vr, ip_network("fd00:99::/64")))[0].ok
+    shown = sh("ip", "-6", "route", "show", "table", str(SAI_TABLE))
+    assert "encap seg6 mode encap segs 2 [ fc00:0:2:: fc00:0:3:: ]" in shown
+    x = hop(sw, rif, "fd00:1::1")
+    assert sw.create(T.MY_SID_ENTRY, {
+        "SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR": "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X",
+        "SAI_MY_SID_ENTRY_ATTR_NEXT_HOP_ID": x},
+        key=MySidKey(sw.default_vr, IPv6Address("fc00:0:1::1")))[0].ok
+    assert "seg6local action End.X nh6 fd00:1::1 dev eth1" in sh(
+        "ip", "-6", "route", "show", "table", str(SAI_TABLE), "fc00:0:1::1")
+    assert sw.set(sids, "SAI_SRV6_SIDLIST_ATTR_SEGMENT_LIST", ["fc00:0:4::"]).ok
+    assert "segs 1 [ fc00:0:4:: ]" in sh("ip", "-6", "route", "show", "table", str(SAI_TABLE))
+
+
+def test_warm_start_reads_the_kernel_back_without_writing(netns: str) -> None:
+    sw, _, rif = switch(netns)
+    a = hop(sw, rif, "10.1.0.1")
+    key = RouteKey(sw.default_vr, ip_network("10.9.0.0/24"))
+    assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": a}, key=key)[0].ok
+    before = sh("ip", "route", "show", "table", str(SAI_TABLE))
+    monitor = subprocess.Popen(["ip", "netns", "exec", NETNS, "ip", "monitor", "route",
+                                "nexthop"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # let the monitor subscribe before anything can happen
+    try:
+        again, _, _ = switch(netns, warm=True)
+        assert again.warm_adopt() == 2
+        (adopted,) = again.objects(T.ROUTE_ENTRY).values()
+        assert again.record(adopted.next_hop_id).ip.exploded == "10.1.0.1"  # type: ignore[attr-defined]
+        assert again.remove(key).ok and again.remove(adopted.next_hop_id).ok  # type: ignore[attr-defined]
+        time.sleep(0.5)  # and let it print the two removals
+    finally:
+        monitor.terminate()
+    events = monitor.communicate()[0]
+    assert before and "Deleted" in events and events.count("\n") == 2  # only our two removals
+    assert sh("ip", "route", "show", "table", str(SAI_TABLE)) == ""

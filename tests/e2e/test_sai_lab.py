@@ -1,0 +1,188 @@
+"""A fabric of `kind: sai` switches with real FRR: zebra -> FPM -> agent -> SAI -> kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.agent.control import ask
+from harness.lab import Lab
+from harness.paths import lab_netns_prefix
+from harness.runtime.nsenter import list_netns
+from harness.sai.kernel import SAI_TABLE
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+from harness.topology.reachability import reachable_origins
+from tests.conftest import TOPOLOGIES
+
+pytestmark = pytest.mark.e2e
+NAME = "saie2e"
+LABCTL = [str(Path(sys.executable).with_name("labctl"))]  # the entry point of this venv
+SWITCHES = ("spine1", "spine2", "leaf1", "leaf2")
+
+
+def labctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*LABCTL, *args], capture_output=True, text=True, timeout=120)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def table(lab: Lab, node: str, number: int | str, prefix: str = "") -> str:
+    return lab.node(node).cmd("ip", "route", "show", "table", str(number),
+                              *([prefix] if prefix else [])).stdout
+
+
+def agent(lab: Lab, node: str, request: dict | None = None):
+    return ask(lab.frr(node).workdir, request or {"cmd": "status"})
+
+
+def peer_of(lab: Lab, node: str, iface: str) -> str:
+    interface = next(i for i in lab.plan.node(node).interfaces if i.name == iface)
+    peer = lab.plan.node(interface.peer.node)
+    return next(i for i in peer.interfaces if i.name == interface.peer.iface).ipv4.split("/")[0]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    lab = Lab(augment(load_file(TOPOLOGIES / "sai-fabric.yml"), NAME))
+    lab.deploy(timeout=120)
+    try:
+        yield lab
+    finally:
+        lab.destroy()
+
+
+def test_fpm_routes_reach_the_sai_table_and_forward(lab: Lab) -> None:
+    expected = reachable_origins(lab.plan)
+    for switch in SWITCHES:
+        fib = table(lab, switch, SAI_TABLE)
+        others = {lab.plan.node(o).loopback4 for o in expected[switch]}
+        assert others and all(f"{lo} nhid" in fib for lo in others), (switch, fib)
+        assert "proto 250" in fib
+        rules = lab.node(switch).cmd("ip", "rule").stdout.splitlines()
+        assert [r.split(":")[0] for r in rules] == ["0", "999", "1000", "32767"], rules
+        assert "iif lo lookup main" in rules[1] and f"lookup {SAI_TABLE}" in rules[2]
+        status = agent(lab, switch)
+        assert status["fpm_connected"] and status["state"] == "running", status
+    for family in ("loopback4", "loopback6"):
+        target = getattr(lab.plan.node("host2"), family)
+        out = lab.node("host1").cmd("ping", "-c", "2", "-i", "0.2", "-W", "2", target)
+        assert out.returncode == 0, out.stdout
+
+
+def test_a_route_withdrawn_in_frr_leaves_the_dataplane(lab: Lab) -> None:
+    frr, via = lab.frr("leaf1"), peer_of(lab, "leaf1", "eth1")
+    frr.vtysh("configure terminal", f"ip route 10.77.0.0/24 {via}")
+    wait_for("the static route in the SAI table",
+             lambda: f"via {via}" in table(lab, "leaf1", SAI_TABLE, "10.77.0.0/24"))
+    frr.vtysh("configure terminal", f"no ip route 10.77.0.0/24 {via}")
+    wait_for("the withdrawal", lambda: table(lab, "leaf1", SAI_TABLE, "10.77.0.0/24") == "")
+    trace = agent(lab, "leaf1", {"cmd": "trace", "lines": 200})
+    assert any(line.split()[1:3] == ["remove", "SAI_OBJECT_TYPE_ROUTE_ENTRY"]
+               and "10.77.0.0/24" in line for line in trace), trace[-5:]
+
+
+def test_sai_faults_degrade_the_node_and_main_never_forwards(lab: Lab) -> None:
+    frr, via = lab.frr("leaf1"), peer_of(lab, "leaf1", "eth1")
+    out = labctl("sai", f"{NAME}/leaf1", "fault", "fail", "create", "--type", "ROUTE_ENTRY",
+                 "--rate", "1")
+    assert out.returncode == 0, out.stderr
+    try:
+        frr.vtysh("configure terminal", f"ip route 10.78.0.0/24 {via}")
+        wait_for("zebra's own copy in main", lambda: table(lab, "leaf1", "main", "10.78.0.0/24"))
+        wait_for("the agent to report the failure",
+                 lambda: "10.78.0.0/24" in agent(lab, "leaf1")["routes_failed"])
+        assert table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24") == ""
+        host1 = lab.plan.node("host1").loopback4  # a transit packet from host1, in on eth3
+        lookup = lab.node("leaf1").cmd("ip", "route", "get", "10.78.0.1", "from", host1, "iif",
+                                       "eth3")
+        assert lookup.returncode != 0, lookup.stdout  # zebra's main-table route is not used
+        own = lab.node("leaf1").cmd("ip", "route", "get", "10.78.0.1")
+        assert f"via {via}" in own.stdout  # the switch's own traffic does use zebra's table
+        rows = {r["node"]: r for r in json.loads(labctl("inspect", NAME, "--json").stdout)["nodes"]}
+        assert rows["leaf1"]["state"] == "degraded" and "not programmed" in rows["leaf1"]["sai"]
+        assert rows["leaf1"]["bgp_up"] == rows["leaf1"]["bgp_total"] > 0  # FRR stays up
+        assert rows["leaf2"]["state"] == "running"
+        assert "injected fault" in (lab.frr("leaf1").workdir / "sai.log").read_text()
+    finally:
+        assert labctl("sai", f"{NAME}/leaf1", "fault", "clear").returncode == 0
+    wait_for("the retry", lambda: f"via {via}" in table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24"))
+    count = agent(lab, "leaf1")["routes_programmed"]
+    assert labctl("sai", f"{NAME}/leaf1", "fault", "shrink", "routes", str(count)).returncode == 0
+    try:
+        frr.vtysh("configure terminal", f"ip route 10.79.0.0/24 {via}")
+        wait_for("TABLE_FULL", lambda: agent(lab, "leaf1")["routes_failed"].get("10.79.0.0/24")
+                 == "SAI_STATUS_TABLE_FULL")
+        assert agent(lab, "leaf1")["state"] == "degraded"
+    finally:
+        labctl("sai", f"{NAME}/leaf1", "fault", "clear")
+        frr.vtysh("configure terminal", f"no ip route 10.78.0.0/24 {via}",
+                  f"no ip route 10.79.0.0/24 {via}")
+    wait_for("a healthy agent", lambda: agent(lab, "leaf1")["state"] == "running")
+
+
+def test_warm_restart_keeps_traffic_and_writes_nothing(lab: Lab) -> None:
+    target = lab.plan.node("host2").loopback4
+    monitor = lab.node("leaf1").popen(["ip", "monitor", "route", "nexthop"],
+                                      stdout=subprocess.PIPE, text=True)
+    ping = lab.node("host1").popen(["ping", "-q", "-i", "0.01", "-c", "700", "-W", "1", target],
+                                   stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        for switch in ("leaf1", "spine1"):
+            out = labctl("sai", f"{NAME}/{switch}", "--json", "restart")
+            assert out.returncode == 0, out.stderr
+            pids = json.loads(out.stdout)
+            assert pids["old_pid"] and pids["new_pid"] != pids["old_pid"]
+        summary = ping.communicate(timeout=30)[0]
+    finally:
+        monitor.terminate()
+    assert " 700 received, 0% packet loss" in summary, summary
+    for switch in ("leaf1", "spine1"):
+        wait_for(f"{switch} replay", lambda s=switch: agent(lab, s)["fpm_connected"]
+                 and not agent(lab, s)["replaying"], timeout=30)
+        status = agent(lab, switch)
+        assert status["stale_swept"] == 0 and status["routes_failed_total"] == 0, status
+        assert status["unchanged_skipped"] >= status["routes_programmed"] > 0, status
+        assert status["sai_calls"] < 3 * status["routes_programmed"], status  # no re-programming
+    changes = monitor.communicate()[0]
+    assert "proto 250" not in changes and "Deleted" not in changes, changes
+
+
+def test_labctl_sai_dump_counters_trace(lab: Lab) -> None:
+    out = labctl("sai", f"{NAME}/leaf1", "--json", "dump", "--type", "ROUTE_ENTRY")
+    routes = json.loads(out.stdout)["SAI_OBJECT_TYPE_ROUTE_ENTRY"]
+    assert any(lab.plan.node("host2").loopback4 in r["id"] for r in routes)
+    counters = json.loads(labctl("sai", f"{NAME}/leaf1", "--json", "counters").stdout)
+    assert {c["name"] for c in counters} == {"eth1", "eth2", "eth3"}
+    assert all(c["stats"]["SAI_PORT_STAT_IF_OUT_UCAST_PKTS"] > 0 for c in counters)
+    out = labctl("sai", f"{NAME}/leaf1", "dump")
+    assert "SAI_OBJECT_TYPE_NEXT_HOP_GROUP_MEMBER" in out.stdout and "WEIGHT=1" in out.stdout
+    assert " create SAI_OBJECT_TYPE_" in labctl("sai", f"{NAME}/spine1", "trace").stdout
+    out = labctl("sai", f"{NAME}/host1", "dump")
+    assert out.returncode == 2 and "not sai" in out.stderr
+
+
+def test_destroy_ends_every_agent(lab: Lab) -> None:
+    marker = f"{lab.dir}/"
+    lab.destroy()
+    assert not [n for n in list_netns() if n.startswith(lab_netns_prefix(NAME))]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        assert marker not in cmdline, cmdline
