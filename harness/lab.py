@@ -30,6 +30,7 @@ from harness.runtime.journal import Journal
 from harness.runtime.netns import NetnsRuntime
 from harness.runtime.processes import kill_and_reap
 from harness.runtime.rtnl_batch import RtnlBatch
+from harness.spray.control import start_sprayers
 from harness.topology.plan import LabPlan
 from harness.topology.render import render_frr
 from harness.topology.schema import Kind
@@ -93,6 +94,7 @@ class Lab:
             impair.apply_links(self, progress)
             if start_frr:
                 self._start_frr(progress)
+                start_sprayers(self)  # multi-plane hosts spray per packet over healthy planes
             self._run_exec(progress)
         except BaseException:
             self.destroy()

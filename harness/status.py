@@ -15,9 +15,10 @@ from harness.errors import LabError
 from harness.lab import Lab
 from harness.nodes.frr import DAEMONS
 from harness.runtime.journal import process_start_time
+from harness.spray.control import spray_status
 
 StatusProvider = Callable[[Lab, str], dict[str, Any]]
-STATUS_PROVIDERS: list[StatusProvider] = []
+STATUS_PROVIDERS: list[StatusProvider] = [spray_status]
 
 
 def _base_status(lab: Lab, name: str) -> dict[str, Any]:

@@ -10,10 +10,10 @@ from types import FrameType
 from rich.console import Console
 from rich.markup import escape
 
-from harness.cli import access, doctor, graph, inspect, lifecycle, netem, sai
+from harness.cli import access, doctor, gen, graph, inspect, lifecycle, netem, sai
 from harness.errors import FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, netem, sai)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, netem, sai, gen)
 console = Console(stderr=True)
 
 

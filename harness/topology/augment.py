@@ -117,5 +117,6 @@ def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
     return LabPlan(
         name=name or spec.name, source=loaded.source.file, keepalive=spec.bgp.keepalive,
         hold=spec.bgp.hold, nodes=node_plans, links=links, sessions=sessions,
-        bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier)
+        bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
+                    host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None)
         if bfd else None)

@@ -89,6 +89,7 @@ class NodePlan(_Plain):
 class BfdPlan(_Plain):
     interval_ms: int
     multiplier: int
+    host_echo_ms: int | None = None
 
 
 class LabPlan(_Plain):

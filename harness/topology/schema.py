@@ -102,6 +102,9 @@ class Addressing(_Strict):
 class Bfd(_Strict):
     interval: DurationUs = 100_000.0
     multiplier: int = Field(3, ge=2, le=255)
+    host_echo: DurationUs | None = Field(
+        None, description="BFD echo interval on host-leaf sessions: the host checks its leaf's "
+        "forwarding path every so often and gives up after `multiplier` misses")
 
 
 class BgpSettings(_Strict):

@@ -1,0 +1,191 @@
+"""FPF at scale: deploy fpf-64 with FRR, then fail planes and measure what traffic sees.
+
+Reports deploy time (against fpf-mini deployed in the same run, per node), RSS per node,
+time to full convergence (every BGP session, every loopback route, every host spraying on
+all planes), and the plane-failover outage of a sprayed flow over N trials (median, p95)
+against the BFD detection times the fabric is configured with.
+
+If the topology does not deploy on this machine (fpf-64 saturates 2 cores: 112 nodes, 2304
+BFD sessions), the bench says where and why, then measures the baseline lab instead.
+
+IPv6 neighbour tables are limited host-wide (net.ipv6.neigh.default.gc_thresh3, 1024 by
+default, shared by all namespaces); a lab with more IPv6 neighbours than that cannot bring up
+its IPv6 sessions, so the bench raises the limit for its run and restores it afterwards.
+
+Usage: .venv/bin/python bench/fpf.py [--trials 20] [--topology topologies/fpf-64.yml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.errors import LabError
+from harness.faults import Faults
+from harness.lab import Lab, Progress, destroy_lab
+from harness.runtime.processes import namespace_ids, pids_in_namespaces
+from harness.spray.control import spraying_hosts, wait_spray
+from harness.testing import plan_from
+from harness.topology.plan import LabPlan
+from harness.traffic.flow import run_flow
+
+ROOT = Path(__file__).resolve().parents[1]
+ND_LIMITS = Path("/proc/sys/net/ipv6/neigh/default")
+
+
+@contextlib.contextmanager
+def neighbour_room(plan: LabPlan) -> Iterator[None]:
+    """Raise the host-wide IPv6 neighbour limits to fit the lab (4 per link: link-local and
+    global at both ends, with headroom), and put the old values back."""
+    need = len(plan.links) * 4 * 2
+    old = {k: (ND_LIMITS / k).read_text().strip() for k in ("gc_thresh1", "gc_thresh2",
+                                                            "gc_thresh3")}
+    if int(old["gc_thresh3"]) >= need:
+        yield
+        return
+    print(f"raising net.ipv6.neigh.default.gc_thresh3 {old['gc_thresh3']} -> {need} for the run")
+    for key, value in (("gc_thresh1", need // 4), ("gc_thresh2", need // 2),
+                       ("gc_thresh3", need)):
+        (ND_LIMITS / key).write_text(str(value))
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            (ND_LIMITS / key).write_text(value)
+
+
+class DeployFailed(Exception):
+    pass
+
+
+def deploy(plan: LabPlan) -> tuple[Lab, dict[str, float]]:
+    """Deploy and time each stage; 'converged' includes every host spraying on all planes."""
+    destroy_lab(plan.name)
+    lab = Lab(plan)
+    marks: dict[str, float] = {}
+    start = time.monotonic()
+    try:
+        lab.deploy(Progress(stage=lambda name, total: marks.setdefault(name, time.monotonic())),
+                   timeout=900)
+    except (LabError, subprocess.TimeoutExpired) as exc:
+        stage = max(marks, key=marks.get) if marks else "start"
+        raise DeployFailed(f"{plan.name} ({len(plan.nodes)} nodes) failed in stage {stage!r} "
+                           f"after {time.monotonic() - start:.0f} s, load average "
+                           f"{os.getloadavg()[0]:.0f} on {os.cpu_count()} cores: "
+                           f"{str(exc).splitlines()[0]}") from exc
+    marks["bgp+fib converged"] = time.monotonic()
+    wait_spray(lab, timeout=300)
+    marks["spraying on all planes"] = time.monotonic()
+    return lab, {k: v - start for k, v in marks.items()}
+
+
+def rss_kib(lab: Lab, node: str) -> int:
+    total = 0
+    for pid in pids_in_namespaces(namespace_ids([lab.runtime.netns_path(node)])):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def failover_trials(lab: Lab, trials: int) -> list[dict[str, float]]:
+    hosts = [n.name for n in spraying_hosts(lab.plan)]
+    src, dst = hosts[0], hosts[-1]  # first and last leaf: every plane's path crosses a spine
+    planes = sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
+    faults = Faults(lab)
+    results = []
+    try:
+        for trial in range(trials):
+            plane = planes[trial % len(planes)]
+            flow = run_flow(lab, src, dst, rate_pps=2000, count=5000,
+                            actions=[(1.0, "down", lambda p=plane: faults.plane_down(p))])
+            back = time.monotonic()
+            faults.plane_up(plane)
+            wait_spray(lab, {(src, dst): set(planes)}, timeout=120)
+            results.append({"plane": plane, "outage_ms": flow.outage_ms, "lost": flow.lost,
+                            "sent": flow.sent, "rejoin_s": time.monotonic() - back})
+            print(f"  trial {trial + 1:2}: plane {plane} down: outage {flow.outage_ms:6.1f} ms, "
+                  f"{flow.lost} of {flow.sent} lost; back on all planes after "
+                  f"{results[-1]['rejoin_s']:.1f} s", flush=True)
+            wait_spray(lab, timeout=120)
+    finally:
+        faults.undo_all()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--topology", default=str(ROOT / "topologies/fpf-64.yml"))
+    parser.add_argument("--baseline", default=str(ROOT / "topologies/fpf-mini.yml"))
+    args = parser.parse_args()
+
+    base_plan = plan_from(args.baseline, name="fpf-bench-base")
+    base, base_marks = deploy(base_plan)
+    base.destroy()
+    base_total = base_marks["spraying on all planes"]
+    per_node_ms = base_total / len(base_plan.nodes) * 1000
+    print(f"baseline {Path(args.baseline).name}: {len(base_plan.nodes)} nodes converged and "
+          f"spraying in {base_total:.1f} s ({per_node_ms:.0f} ms/node)")
+
+    plan = plan_from(args.topology, name="fpf-bench")
+    try:
+        with neighbour_room(plan):
+            lab, marks = deploy(plan)
+    except DeployFailed as failed:
+        print(f"TOO HEAVY FOR THIS MACHINE: {failed}")
+        plan = plan_from(args.baseline, name="fpf-bench-base")
+        print(f"measuring the baseline {Path(args.baseline).name} instead")
+        lab, marks = deploy(plan)
+    try:
+        total = marks["spraying on all planes"]
+        print(f"{plan.name}: {len(plan.nodes)} nodes, {len(plan.links)} links, "
+              f"{len(plan.sessions)} BGP sessions (one direction each)")
+        for stage, at in marks.items():
+            print(f"  {stage:<24} at {at:7.1f} s")
+        print(f"  deploy per node: {total / len(plan.nodes) * 1000:.0f} ms = "
+              f"{total / len(plan.nodes) / (base_total / len(base_plan.nodes)):.2f}x the baseline")
+        by_role: dict[str, list[int]] = defaultdict(list)
+        for node in plan.nodes:
+            by_role[node.role.value].append(rss_kib(lab, node.name))
+        for role, values in sorted(by_role.items()):
+            print(f"  RSS per {role:<6} mean {statistics.mean(values) / 1024:6.1f} MiB, "
+                  f"max {max(values) / 1024:6.1f} MiB ({len(values)} nodes)")
+        print(f"  RSS all nodes: {sum(map(sum, by_role.values())) / 1024 / 1024:.2f} GiB "
+              "(shared pages counted per process)")
+        results = failover_trials(lab, args.trials)
+    finally:
+        lab.destroy()
+    outages = [r["outage_ms"] for r in results]
+    bfd = plan.bfd
+    assert bfd is not None
+    control_ms = bfd.interval_ms * bfd.multiplier
+    echo_ms = (bfd.host_echo_ms or bfd.interval_ms) * bfd.multiplier
+    median, p95 = statistics.median(outages), percentile(outages, 95)
+    print(f"plane failover over {len(outages)} trials: median {median:.1f} ms, p95 {p95:.1f} ms, "
+          f"max {max(outages):.1f} ms")
+    print(f"  vs BFD echo detection {echo_ms} ms: median {median / echo_ms:.2f}x, "
+          f"p95 {p95 / echo_ms:.2f}x; vs control detection {control_ms} ms: "
+          f"median {median / control_ms:.2f}x, p95 {p95 / control_ms:.2f}x")
+    print(f"  rejoin after plane up: median "
+          f"{statistics.median(r['rejoin_s'] for r in results):.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Fabric generators: parameters in, a topology file (the ordinary schema) out."""

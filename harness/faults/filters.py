@@ -1,0 +1,53 @@
+"""Packet filters in a node's namespace (native nftables), one table per fault so faults that
+overlap on a node (a plane down and a partition) are undone independently."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.errors import LabError
+
+if TYPE_CHECKING:
+    from harness.lab import Lab
+
+PRIORITY = -400  # before conntrack and the spray marks: nothing slips past a fault
+
+
+def table_name(fault_id: int) -> str:
+    return f"fl_fault_{fault_id}"
+
+
+def _nft(lab: Lab, node: str, script: str) -> None:
+    out = lab.runtime.run(node, ["nft", "-f", "-"], input=script)
+    if out.returncode != 0:
+        raise LabError(f"{node}: nft refused a fault filter: {out.stderr.strip()}")
+
+
+def blackhole(lab: Lab, node: str, fault_id: int) -> None:
+    """The node forwards, receives and sends nothing (links stay up: only BFD can tell)."""
+    _nft(lab, node, f"""table inet {table_name(fault_id)} {{
+  chain in {{ type filter hook prerouting priority {PRIORITY}; policy drop; }}
+  chain out {{ type filter hook output priority {PRIORITY}; policy drop; }}
+}}
+""")
+
+
+def drop_peers(lab: Lab, node: str, fault_id: int, peers4: list[str], peers6: list[str]) -> None:
+    """The node exchanges nothing with these addresses; everything else is untouched."""
+    rules_in, rules_out = [], []
+    for family, peers in (("ip", peers4), ("ip6", peers6)):
+        if peers:
+            addresses = ", ".join(peers)
+            rules_in.append(f"    {family} saddr {{ {addresses} }} drop")
+            rules_out.append(f"    {family} daddr {{ {addresses} }} drop")
+    _nft(lab, node, "\n".join([
+        f"table inet {table_name(fault_id)} {{",
+        f"  chain in {{\n    type filter hook prerouting priority {PRIORITY};",
+        *rules_in, "  }",
+        f"  chain out {{\n    type filter hook output priority {PRIORITY};",
+        *rules_out, "  }", "}", ""]))
+
+
+def remove(lab: Lab, node: str, fault_id: int) -> None:
+    _nft(lab, node, f"table inet {table_name(fault_id)} {{}}\n"
+                    f"delete table inet {table_name(fault_id)}\n")

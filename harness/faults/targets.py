@@ -1,0 +1,40 @@
+"""Name what to break the way people say it: 'leaf1:eth1' (one end), 'leaf1--spine1' (a link)."""
+
+from __future__ import annotations
+
+from harness.errors import LabError
+from harness.topology.plan import Endpoint, LabPlan, LinkPlan
+
+LinkRef = str | Endpoint | LinkPlan
+
+
+def resolve_link(plan: LabPlan, ref: LinkRef) -> tuple[LinkPlan, list[Endpoint]]:
+    """The link `ref` names and the ends it names: one for 'node:iface', both for 'a--b'."""
+    if isinstance(ref, LinkPlan):
+        return ref, [ref.a, ref.b]
+    if isinstance(ref, Endpoint):
+        ref = str(ref)
+    if "--" in ref:
+        left, _, right = ref.partition("--")
+        for link in plan.links:
+            names = {str(link.a), str(link.b)}
+            nodes = {link.a.node, link.b.node}
+            if {left, right} in (names, nodes):
+                return link, [link.a, link.b]
+    elif ":" in ref:
+        for link in plan.links:
+            for end in (link.a, link.b):
+                if str(end) == ref:
+                    return link, [end]
+    raise LabError(f"lab {plan.name} has no link {ref!r}; name one end as 'node:iface' "
+                   f"(e.g. {plan.links[0].a}) or a link as 'nodeA--nodeB' "
+                   f"(e.g. {plan.links[0].a.node}--{plan.links[0].b.node})" if plan.links else
+                   f"lab {plan.name} has no links")
+
+
+def node_addresses(plan: LabPlan, node: str) -> tuple[list[str], list[str]]:
+    """Every IPv4 and IPv6 address a node owns: loopbacks and link addresses."""
+    n = plan.node(node)
+    v4 = [n.loopback4, *(i.ipv4.split("/")[0] for i in n.interfaces)]
+    v6 = [n.loopback6, *(i.ipv6.split("/")[0] for i in n.interfaces)]
+    return v4, v6

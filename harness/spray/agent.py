@@ -1,0 +1,281 @@
+"""The spray agent: one per multi-plane host, running inside the host's namespace.
+
+Two event sources, no polling:
+- rtnetlink route events: a route to a host prefix in the main table names, through its next
+  hops, the planes a destination is reachable on. When a plane's path breaks anywhere (a leaf
+  uplink, a spine), BGP withdraws, zebra replaces the route without that next hop, and the
+  event removes the plane for exactly the destinations it affected; when the path returns,
+  so does the next hop and the plane is sprayed again.
+- bfdd's control socket: when the BFD session on a plane NIC goes down, that plane is dead
+  for every destination, so it leaves every spray set at once, without waiting for bgpd and
+  zebra to process the withdrawal; it may return once BFD is up and the routes are back.
+
+Link events re-read the main table (next hops die with their link without a route event).
+State is written to a JSON file for `inspect` and tests.
+
+Usage (started by harness.spray.control at deploy): python -m harness.spray.agent CONFIG.json
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_LINK
+from pyroute2.netlink.rtnl.marshal import MarshalRtnl
+
+from harness.spray.bfd import BfdWatch
+from harness.spray.libnft import Nft
+from harness.spray.ruleset import (
+    RULE_PREF_BASE,
+    nft_ruleset,
+    plane_mark,
+    plane_table,
+)
+
+RT_TABLE_MAIN = 254
+RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
+HOST_PREFIX = {2: 32, 10: 128}  # AF_INET, AF_INET6
+RESYNC_EVENTS = {"RTM_NEWLINK", "RTM_DELLINK"}
+BFD_RETRY_S = 1.0
+SO_RCVBUFFORCE = 33  # not exported by the socket module
+EVENT_RCVBUF = 8 << 20  # a plane failure on a large lab changes hundreds of routes at once
+
+Hops = dict[int, str]  # plane -> gateway
+
+
+class RouteEvents:
+    """A plain rtnetlink socket subscribed to route and link changes. pyroute2's own sockets
+    read ahead into an asyncio queue, which would hide pending events from select()."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, EVENT_RCVBUF)
+        self.sock.bind((0, RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE | RTMGRP_LINK))
+        self.sock.setblocking(False)
+        self.marshal = MarshalRtnl()
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def read(self) -> list[Any] | None:
+        """Every pending message; None if the kernel dropped some (the socket overflowed)."""
+        messages: list[Any] = []
+        while True:
+            try:
+                messages += self.marshal.parse(self.sock.recv(1 << 20))
+            except BlockingIOError:
+                return messages
+            except OSError as exc:
+                if exc.errno == errno.ENOBUFS:
+                    return None
+                raise
+
+
+class Sprayer:
+    def __init__(self, nic_planes: dict[str, int], state_file: Path, bfd_socket: str) -> None:
+        self.nic_planes = nic_planes
+        self.state_file = state_file
+        self.bfd_socket = bfd_socket
+        self.bfd: BfdWatch | None = None
+        self.bfd_down: set[tuple[int, int]] = set()  # (family, plane) whose BFD is not up
+        self.ip = IPRoute()
+        self.nft = Nft()
+        self.events = RouteEvents()
+        self.plane_of_index: dict[int, int] = {}
+        self.routes: dict[str, Hops] = {}  # what the main table offers
+        self.wanted: dict[str, Hops] = {}  # minus planes whose BFD is down
+        self.installed: dict[str, Hops] = {}
+        self.changes = 0
+        self.last_reaction_ms: float | None = None
+
+    # -- reading what zebra installed --------------------------------------------------------
+
+    def _map_interfaces(self) -> None:
+        self.plane_of_index = {}
+        for link in self.ip.get_links():
+            name = link.get_attr("IFLA_IFNAME")
+            if name in self.nic_planes:
+                self.plane_of_index[link["index"]] = self.nic_planes[name]
+
+    def _hops(self, route: Any) -> Hops:
+        multipath = route.get_attr("RTA_MULTIPATH")
+        entries = multipath or [route]
+        hops: Hops = {}
+        for nh in entries:
+            oif = nh["oif"] if multipath else route.get_attr("RTA_OIF")
+            plane = self.plane_of_index.get(oif)
+            gateway = nh.get_attr("RTA_GATEWAY")
+            if plane is None or gateway is None or nh["flags"] & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
+                continue
+            hops[plane] = gateway
+        return hops
+
+    @staticmethod
+    def _host_route(msg: Any) -> str | None:
+        """The destination of a main-table host route, or None for any other route."""
+        table = msg.get_attr("RTA_TABLE") or msg["table"]
+        if table != RT_TABLE_MAIN or msg["dst_len"] != HOST_PREFIX.get(msg["family"]):
+            return None
+        return msg.get_attr("RTA_DST")
+
+    def resync(self) -> None:
+        self._map_interfaces()
+        wanted = {}
+        for family in HOST_PREFIX:
+            for route in self.ip.get_routes(family=family, table=RT_TABLE_MAIN):
+                dst = self._host_route(route)
+                if dst is not None and (hops := self._hops(route)):
+                    wanted[dst] = hops
+        self.routes = wanted
+
+    def on_event(self, msg: Any) -> None:
+        event = msg.get("event")
+        if event in RESYNC_EVENTS:
+            self.resync()
+            return
+        if event not in ("RTM_NEWROUTE", "RTM_DELROUTE"):
+            return
+        dst = self._host_route(msg)
+        if dst is None:
+            return
+        hops = self._hops(msg) if event == "RTM_NEWROUTE" else {}
+        if hops:
+            self.routes[dst] = hops
+        else:
+            self.routes.pop(dst, None)
+
+    def _connect_bfd(self) -> None:
+        try:
+            self.bfd = BfdWatch(self.bfd_socket)
+        except OSError:
+            self.bfd = None  # bfdd not (yet) running: retried every BFD_RETRY_S
+
+    def on_bfd(self) -> None:
+        assert self.bfd is not None
+        states = self.bfd.read()
+        if states is None:  # bfdd went away: its verdicts go with it
+            self.bfd, self.bfd_down = None, set()
+            return
+        for state in states:
+            plane = self.nic_planes.get(state.nic)
+            if plane is None:
+                continue
+            key = (10 if state.ipv6 else 2, plane)
+            if state.up:
+                self.bfd_down.discard(key)
+            else:
+                self.bfd_down.add(key)
+
+    def _effective(self) -> dict[str, Hops]:
+        wanted = {}
+        for dst, hops in self.routes.items():
+            family = 10 if ":" in dst else 2
+            alive = {p: gw for p, gw in hops.items() if (family, p) not in self.bfd_down}
+            if alive:
+                wanted[dst] = alive
+        return wanted
+
+    # -- programming the kernel ---------------------------------------------------------------
+
+    def install_rules(self) -> None:
+        """Policy rules per plane, and empty plane tables (a restarted agent starts clean)."""
+        planes = sorted(set(self.nic_planes.values()))
+        for family in HOST_PREFIX:
+            for plane in planes:
+                self.ip.flush_routes(family=family, table=plane_table(plane))
+                rule = {"family": family, "fwmark": plane_mark(plane), "table": plane_table(plane),
+                        "priority": RULE_PREF_BASE + plane}
+                if not self.ip.get_rules(**rule):
+                    self.ip.rule("add", **rule)
+
+    def _set_plane_route(self, op: str, dst: str, plane: int, gateway: str) -> None:
+        nic = next(i for i, p in self.plane_of_index.items() if p == plane)
+        family = 10 if ":" in dst else 2
+        self.ip.route(op, dst=dst, dst_len=HOST_PREFIX[family], family=family, gateway=gateway,
+                      oif=nic, table=plane_table(plane))
+
+    def apply(self, started: float) -> None:
+        """Make the kernel match `wanted`: add routes, then switch nft, then remove routes, so
+        a packet is never marked for a plane whose table cannot route it."""
+        self.wanted = self._effective()
+        before = {dst: frozenset(h) for dst, h in self.installed.items()}
+        after = {dst: frozenset(h) for dst, h in self.wanted.items()}
+        for dst, hops in self.wanted.items():
+            for plane, gateway in hops.items():
+                if self.installed.get(dst, {}).get(plane) != gateway:
+                    self._set_plane_route("replace", dst, plane, gateway)
+        if before != after:
+            self.nft.run(nft_ruleset(self.wanted))
+        switched_ms = (time.monotonic() - started) * 1000
+        for dst, hops in self.installed.items():
+            for plane, gateway in hops.items():
+                if plane not in self.wanted.get(dst, {}):
+                    self._set_plane_route("del", dst, plane, gateway)
+        if before == after and self.installed == self.wanted:
+            return
+        reaction_ms = (time.monotonic() - started) * 1000
+        for dst in sorted(before.keys() | after.keys()):
+            if before.get(dst) != after.get(dst):
+                print(f"{time.time():.3f} {dst}: planes {sorted(before.get(dst, ()))} -> "
+                      f"{sorted(after.get(dst, ()))} (sprayed {switched_ms:.1f} ms, settled "
+                      f"{reaction_ms:.1f} ms after the event)",
+                      flush=True)
+        self.installed = {dst: dict(h) for dst, h in self.wanted.items()}
+        self.changes += 1
+        self.last_reaction_ms = switched_ms
+        self.write_state()
+
+    def write_state(self) -> None:
+        state = {"pid": os.getpid(), "updated": time.time(), "changes": self.changes,
+                 "bfd_down": sorted(f"{'ipv6' if f == 10 else 'ipv4'} plane {p}"
+                                    for f, p in self.bfd_down),
+                 "last_reaction_ms": self.last_reaction_ms, "nics": self.nic_planes,
+                 "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())}}
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, self.state_file)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.install_rules()
+        self._connect_bfd()
+        self.resync()
+        self.apply(time.monotonic())
+        self.write_state()
+        while True:
+            sources = [self.events, *([self.bfd] if self.bfd else [])]
+            ready, _, _ = select.select(sources, [], [], None if self.bfd else BFD_RETRY_S)
+            started = time.monotonic()
+            if self.bfd is None:
+                self._connect_bfd()
+            if self.events in ready:
+                messages = self.events.read()
+                if messages is None:
+                    self.resync()  # events were lost: the table itself is the truth
+                for msg in messages or ():
+                    self.on_event(msg)
+            if self.bfd is not None and self.bfd in ready:
+                self.on_bfd()
+            self.apply(started)
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(Path(argv[0]).read_text())
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    Sprayer(config["nics"], Path(config["state_file"]), config["bfd_socket"]).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

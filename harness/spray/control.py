@@ -1,0 +1,154 @@
+"""Start spray agents at deploy and read what they do (for `inspect`, tests and benches).
+
+A host gets an agent when its NICs reach more than one plane; a single-homed host (the clos
+lab) has nothing to spray over and keeps plain kernel routing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import LabError
+from harness.nodes.frr import FRR_STATE
+from harness.paths import frr_pathspace
+from harness.runtime.journal import process_start_time
+from harness.topology.plan import LabPlan, NodePlan
+from harness.topology.schema import Role
+
+if TYPE_CHECKING:
+    from harness.lab import Lab
+
+STATE_FILE = "spray.json"
+CONFIG_FILE = "spray-config.json"
+LOG_FILE = "spray.log"
+
+
+def nic_planes(plan: LabPlan, node: NodePlan) -> dict[str, int]:
+    """NIC name -> plane of the switch it is cabled to."""
+    planes = {}
+    for iface in node.interfaces:
+        plane = plan.node(iface.peer.node).plane
+        if plane is not None:
+            planes[iface.name] = plane
+    return planes
+
+
+def spraying_hosts(plan: LabPlan) -> list[NodePlan]:
+    return [n for n in plan.nodes
+            if n.role is Role.host and len(set(nic_planes(plan, n).values())) > 1]
+
+
+def start_sprayers(lab: Lab) -> None:
+    for node in spraying_hosts(lab.plan):
+        start_sprayer(lab, node)
+
+
+def start_sprayer(lab: Lab, node: NodePlan) -> None:
+    """Start the host's agent detached, recorded in the journal so destroy ends it."""
+    workdir = lab.dir / "nodes" / node.name
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / CONFIG_FILE
+    bfd_socket = FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock"
+    config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
+                                  "state_file": str(workdir / STATE_FILE),
+                                  "bfd_socket": str(bfd_socket)}))
+    with open(workdir / LOG_FILE, "ab") as log:
+        proc = lab.node(node.name).popen(
+            [sys.executable, "-m", "harness.spray.agent", str(config)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    lab.journal.process(proc.pid, f"{node.name}/sprayer")
+
+
+@dataclass(frozen=True)
+class SprayView:
+    """One host's agent as seen from outside: alive?, its NICs, and planes per destination."""
+
+    alive: bool
+    nics: dict[str, int]
+    spray: dict[str, list[int]]
+    last_reaction_ms: float | None
+
+    def planes_to(self, address: str) -> set[int]:
+        return set(self.spray.get(address, ()))
+
+
+def read_spray(lab: Lab, host: str) -> SprayView | None:
+    try:
+        state = json.loads((lab.dir / "nodes" / host / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return SprayView(alive=process_start_time(state["pid"]) is not None, nics=state["nics"],
+                     spray=state["spray"], last_reaction_ms=state["last_reaction_ms"])
+
+
+def planes_to_hosts(lab: Lab, host: str) -> dict[str, set[int]]:
+    """Other spraying host -> planes `host` sprays to its GPU address (IPv4 loopback)."""
+    view = read_spray(lab, host)
+    spray = view.spray if view else {}
+    return {n.name: set(spray.get(n.loopback4, ())) for n in spraying_hosts(lab.plan)
+            if n.name != host}
+
+
+def all_planes(lab: Lab, host: str) -> set[int]:
+    return set(nic_planes(lab.plan, lab.plan.node(host)).values())
+
+
+def wait_spray(lab: Lab, want: dict[tuple[str, str], set[int]] | None = None,
+               timeout: float = 30.0) -> None:
+    """Wait until (src, dst) -> planes holds for every pair in `want`; by default every
+    spraying host sprays to every other on all of its planes."""
+    hosts = [n.name for n in spraying_hosts(lab.plan)]
+    if want is None:
+        want = {(a, b): all_planes(lab, a) for a in hosts for b in hosts if a != b}
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = {src: planes_to_hosts(lab, src) for src in {s for s, _ in want}}
+        wrong = {pair: seen[pair[0]].get(pair[1], set()) for pair, planes in want.items()
+                 if seen[pair[0]].get(pair[1], set()) != planes}
+        if not wrong:
+            return
+        if time.monotonic() > deadline:
+            detail = "; ".join(f"{s}->{d}: planes {sorted(p)}, want {sorted(want[s, d])}"
+                               for (s, d), p in sorted(wrong.items())[:6])
+            raise LabError(f"lab {lab.plan.name}: spray sets not as expected after "
+                           f"{timeout:.0f}s: {detail}")
+        time.sleep(0.05)
+
+
+def format_planes(planes: set[int]) -> str:
+    """{0, 1, 2, 4} -> '0-2,4'."""
+    runs: list[list[int]] = []
+    for p in sorted(planes):
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "none"
+
+
+def spray_status(lab: Lab, name: str) -> dict[str, Any]:
+    """`inspect` columns: a host's plane NICs and the planes it sprays on."""
+    node = lab.plan.node(name)
+    nics = nic_planes(lab.plan, node)
+    if node not in spraying_hosts(lab.plan):
+        return {"nics": "", "planes": ""}
+    nic_text = f"{len(nics)}x{node.labels.get('nic-speed', '?')}"
+    view = read_spray(lab, name)
+    if view is None or not view.alive:
+        return {"state": "degraded", "nics": nic_text, "planes": "sprayer down"}
+    mine = set(nics.values())
+    to_hosts = planes_to_hosts(lab, name)
+    everywhere = set.intersection(mine, *to_hosts.values())
+    text = f"{len(everywhere)}/{len(mine)} active: {format_planes(everywhere)}"
+    partial = sorted((set().union(*to_hosts.values()) if to_hosts else set()) - everywhere)
+    for plane in partial:
+        reach = sum(1 for planes in to_hosts.values() if plane in planes)
+        text += f"; plane {plane} to {reach}/{len(to_hosts)} hosts"
+    return {"state": "running" if everywhere == mine else "degraded", "nics": nic_text,
+            "planes": text}

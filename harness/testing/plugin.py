@@ -1,0 +1,110 @@
+"""The pytest plugin (entry point `fabric_lab`): fixtures `lab`, `faults`, `traffic`.
+
+`lab` deploys the module's `topology` once and destroys it after the module; `faults`
+undoes whatever a test injected and waits until the lab has converged again, so tests of a
+module stay independent while paying for one deploy; `traffic` runs measured flows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.converge import wait_converged
+from harness.faults import Faults
+from harness.lab import Lab, destroy_lab
+from harness.spray.control import spraying_hosts, wait_spray
+from harness.testing.plans import plan_from
+from harness.testing.report import fault_records, junit_properties, write_report
+from harness.traffic.analysis import FlowResult
+from harness.traffic.flow import run_flow
+
+DEPLOY_TIMEOUT_S = 180.0
+RECOVER_TIMEOUT_S = 90.0
+RECORDS = pytest.StashKey[list]()
+_OUTCOME = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fault-report", default="reports/fault-results.json",
+                     help="where fault tests write outage and loss per fault (JSON)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[RECORDS] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    records = session.config.stash.get(RECORDS, [])
+    if records:
+        write_report(Path(session.config.rootpath, session.config.getoption("fault_report")),
+                     records)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_OUTCOME] = report.outcome
+    return report
+
+
+
+class Traffic:
+    """Flows of one test, kept so the report can pair them with the faults they measured."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+        self.results: list[FlowResult] = []
+
+    def flow(self, src: str, dst: str, **options: Any) -> FlowResult:
+        result = run_flow(self.lab, src, dst, **options)
+        self.results.append(result)
+        return result
+
+
+@pytest.fixture(scope="module")
+def topology() -> Any:
+    raise pytest.UsageError("the `lab` fixture needs a module-scoped `topology` fixture that "
+                            "returns a topology file path or a LabPlan")
+
+
+@pytest.fixture(scope="module")
+def lab(topology: Any) -> Iterator[Lab]:
+    plan = plan_from(topology)
+    destroy_lab(plan.name)  # leftovers of a killed earlier run of this very test
+    lab = Lab(plan)
+    try:
+        lab.deploy(timeout=DEPLOY_TIMEOUT_S)
+        if spraying_hosts(plan):
+            wait_spray(lab)
+        yield lab
+    finally:
+        lab.destroy()
+
+
+@pytest.fixture
+def traffic(lab: Lab) -> Traffic:
+    return Traffic(lab)
+
+
+@pytest.fixture
+def faults(lab: Lab, traffic: Traffic, request: pytest.FixtureRequest) -> Iterator[Faults]:
+    injected = Faults(lab)
+    try:
+        yield injected
+    finally:
+        try:
+            injected.undo_all()
+            if injected.history:
+                wait_converged(lab, RECOVER_TIMEOUT_S)
+                if spraying_hosts(lab.plan):
+                    wait_spray(lab, timeout=RECOVER_TIMEOUT_S)
+        finally:
+            records = fault_records(request.node.nodeid, injected.history, traffic.results,
+                                    request.node.stash.get(_OUTCOME, "unknown"))
+            request.node.user_properties.extend(junit_properties(records))
+            request.config.stash[RECORDS].extend(records)

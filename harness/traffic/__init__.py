@@ -1,0 +1,1 @@
+"""Sequenced, timestamped test flows between hosts: loss, reordering, latency, planes, outage."""

@@ -1,0 +1,66 @@
+"""FPF on fpf-mini with real FRR: per-packet spraying over 8 planes and host-steered failover.
+
+Hosts 1-2 sit on leaf1 and hosts 3-4 on leaf2 of every plane, so host1 -> host3 crosses a
+spine in each plane while host3 -> host4 stays below leaf2.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.spray.control import planes_to_hosts, wait_spray
+from harness.testing import plan_from
+
+pytestmark = pytest.mark.e2e
+
+PLANES = set(range(8))
+RATE = 2000
+BFD_DETECT_MS = 300  # fpf-mini: BFD 100 ms x 3 (echo 50 ms x 3 on host links finds it sooner)
+# Detection alone may take the full 300 ms (the fault can strike just after a BFD packet), and
+# bfdd -> agent -> nftables adds a few ms, more on a loaded 2-core box: the bound allows that.
+REACTION_BUDGET_MS = 100
+
+
+@pytest.fixture(scope="module")
+def topology():
+    return plan_from("topologies/fpf-mini.yml", name="fpf-e2e")
+
+
+def test_single_flow_is_sprayed_evenly_over_all_planes(lab, traffic):
+    result = traffic.flow("host1", "host3", count=10_000, rate_pps=RATE)
+    assert result.lost == 0, result
+    assert set(result.per_plane) == PLANES
+    even = result.received / len(PLANES)
+    for plane, count in result.per_plane.items():
+        assert abs(count - even) <= 0.05 * even, f"plane {plane}: {count} of {result.received}"
+
+
+def test_plane_down_keeps_the_flow_on_the_other_planes(lab, faults, traffic):
+    result = traffic.flow("host1", "host3", count=8_000, rate_pps=RATE,
+                          actions=[(1.0, "plane 3 down", lambda: faults.plane_down(3))])
+    assert 0 < result.lost < result.sent / 8, result  # only plane 3's share, only briefly
+    assert result.outage_ms < BFD_DETECT_MS + REACTION_BUDGET_MS, result
+    assert set(result.per_plane_after_outage) == PLANES - {3}
+    assert planes_to_hosts(lab, "host1")["host3"] == PLANES - {3}
+
+
+def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
+    faults.plane_down(5)
+    wait_spray(lab, {("host1", "host3"): PLANES - {5}}, timeout=10)
+    result = traffic.flow("host1", "host3", count=8_000, rate_pps=RATE,
+                          actions=[(0.5, "plane 5 up", lambda: faults.plane_up(5))])
+    wait_spray(lab, {("host1", "host3"): PLANES}, timeout=30)
+    late = traffic.flow("host1", "host3", count=2_000, rate_pps=RATE)
+    assert late.lost == 0 and set(late.per_plane) == PLANES, late
+    assert result.per_plane[5] > 0  # plane 5 rejoined while the flow was running
+
+
+def test_leaf_uplink_failure_only_affects_paths_through_it(lab, faults, traffic):
+    faults.link_down("p2-leaf1--p2-spine1")
+    crossing = PLANES - {2}
+    wait_spray(lab, {("host1", "host3"): crossing, ("host3", "host1"): crossing,
+                     ("host1", "host2"): PLANES, ("host3", "host4"): PLANES}, timeout=10)
+    below_leaf = traffic.flow("host3", "host4", count=4_000, rate_pps=RATE)
+    across = traffic.flow("host1", "host3", count=4_000, rate_pps=RATE)
+    assert below_leaf.lost == 0 and set(below_leaf.per_plane) == PLANES, below_leaf
+    assert across.lost == 0 and set(across.per_plane) == crossing, across
