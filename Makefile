@@ -51,6 +51,9 @@ test: setup lint
 bench: EXTRA_DEBS := $(BENCH_DEB_PACKAGES)
 bench: setup
 	$(PY) bench/deploy.py
+	$(PY) bench/impair.py
+	$(PY) bench/fib.py
+	$(PY) bench/fpf.py
 
 clean: destroy
 	rm -rf $(VENV) build *.egg-info

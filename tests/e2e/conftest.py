@@ -28,14 +28,20 @@ def leftovers(name: str) -> list[str]:
     if lab_dir(name).exists():
         found.append(f"dir {lab_dir(name)}")
     found += [f"frr state {p}" for p in glob.glob(f"{FRR_STATE}/{frr_pathspace(name, '')}*")]
-    marker = f"{lab_dir(name)}/"
+    found += [f"process {p[:80]}" for p in processes_mentioning(f"{lab_dir(name)}/")]
+    return found
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """'PID: command line' of every process whose command line contains `marker`."""
+    found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
         if marker in cmdline:
-            found.append(f"process {pid}: {cmdline[:80]}")
+            found.append(f"{pid}: {cmdline}")
     return found
 
 

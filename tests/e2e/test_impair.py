@@ -6,7 +6,6 @@ on r1:eth1 only (one direction), so the RTT from r1 to r2 grows by exactly the d
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.plan import Endpoint, Impairment
 from tests.conftest import TOPOLOGIES
+from tests.e2e.conftest import processes_mentioning
 
 pytestmark = pytest.mark.e2e
 
@@ -40,16 +40,7 @@ def pair(name: str, link_keys: str = "") -> Lab:
 
 def engines_of(name: str) -> list[str]:
     """Impairment engines of the lab: their control sockets live in its directory."""
-    marker = f"{lab_dir(name)}/impair/"
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{pid}: {cmdline}")
-    return found
+    return processes_mentioning(f"{lab_dir(name)}/impair/")
 
 
 @pytest.fixture(scope="module")
