@@ -7,14 +7,14 @@ import signal
 from collections.abc import Sequence
 from types import FrameType
 
-from rich.console import Console
 from rich.markup import escape
 
 from harness.cli import access, doctor, gen, graph, inspect, lifecycle, netem, sai
+from harness.cli.console import make_console
 from harness.errors import FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, netem, sai, gen)
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

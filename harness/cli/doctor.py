@@ -7,13 +7,13 @@ import json
 import platform
 from dataclasses import asdict
 
-from rich.console import Console
 from rich.table import Table
 
+from harness.cli.console import make_console
 from harness.kernel import features, tools
 from harness.links.impair.backend import describe_path
 
-out = Console()
+out = make_console()
 
 CONSEQUENCE = {
     "netem": "impaired links use the userspace impairment path",

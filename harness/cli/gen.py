@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-
+from harness.cli.console import make_console
 from harness.fabrics.fpf import DEFAULT_LEAF_RADIX, FpfParams, render
 
-out = Console(stderr=True)
+out = make_console(stderr=True)
 
 
 def register(commands: argparse._SubParsersAction) -> None:

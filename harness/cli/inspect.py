@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.table import Table
 
+from harness.cli.console import make_console
 from harness.errors import LabError
 from harness.lab import Lab, lab_names
 from harness.status import lab_status
 
-out = Console()
+out = make_console()
 _STATE_STYLE = {"running": "green", "degraded": "yellow", "down": "red"}
 _BASE_COLUMNS = ("node", "role", "kind", "plane", "asn", "loopback4", "loopback6", "bgp_up",
                  "bgp_total", "daemons_down", "state")

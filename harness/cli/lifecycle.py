@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from harness.cli.console import make_console
 from harness.errors import LabError
 from harness.lab import Lab, destroy_lab, lab_names
 from harness.lab import Progress as DeployProgress
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 
-out = Console()
+out = make_console()
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -72,9 +72,12 @@ def deploy(args: argparse.Namespace) -> int:
     if conv is not None:
         out.print(f"[green]lab {plan.name} is up[/]: {conv.sessions_total} eBGP sessions "
                   f"Established, {conv.routes_total} loopback routes in place.")
-    out.print(f"Try: labctl exec {plan.nodes[-1].name} -- ping -c3 {plan.nodes[0].loopback4}"
+    hosts = [n for n in plan.nodes if n.role.value == "host"] or plan.nodes
+    src, dst = hosts[0], hosts[-1]
+    out.print(f"Try: labctl exec {src.name} -- ping -c3 {dst.loopback4}"
               f"   |   labctl vtysh {plan.nodes[0].name} -c 'show bgp summary'"
-              f"   |   labctl destroy {plan.name}", soft_wrap=True)
+              f"   |   labctl inspect {plan.name}   |   labctl destroy {plan.name}",
+              soft_wrap=True)
     return 0
 
 

@@ -10,9 +10,9 @@ import argparse
 import json
 from collections.abc import Callable
 
-from rich.console import Console
 from rich.table import Table
 
+from harness.cli.console import make_console
 from harness.cli.inspect import resolve_lab
 from harness.cli.lifecycle import require_root
 from harness.errors import LabError
@@ -27,7 +27,7 @@ from harness.topology.units import (
     parse_rate_bps,
 )
 
-out = Console()
+out = make_console()
 
 
 def _unit(parse: Callable[[str], float]) -> Callable[[str], float]:

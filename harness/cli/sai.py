@@ -11,11 +11,11 @@ import argparse
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from harness.agent.control import ask
 from harness.cli.access import lab_and_node
+from harness.cli.console import make_console
 from harness.errors import LabError
 from harness.lab import Lab
 from harness.nodes.switch import Switch
@@ -26,7 +26,7 @@ from harness.sai.types import ObjectType
 from harness.status import STATUS_PROVIDERS
 from harness.topology.schema import Kind
 
-out = Console()
+out = make_console()
 
 
 def register(commands: argparse._SubParsersAction) -> None:
