@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Iterator
 from ipaddress import ip_interface
 
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NLMSG_ERROR
@@ -22,12 +23,53 @@ _IFADDRMSG = struct.Struct("=BBBBI")
 _IFINFOMSG = struct.Struct("=BxHiII")
 _RTATTR = struct.Struct("=HH")
 IFA_ADDRESS, IFA_LOCAL = 1, 2
+_SEND_CHUNK = 60_000  # bytes per send: well inside a netlink socket's send buffer
+ACK_BUFFER = 4 << 20  # a chunk of tiny requests is answered by thousands of acks
 _CREATE = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
 
 
 def _rtattr(kind: int, payload: bytes) -> bytes:
     """One netlink attribute; addresses (4 or 16 bytes) need no padding."""
     return _RTATTR.pack(_RTATTR.size + len(payload), kind) + payload
+
+
+def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(type, sequence number, body) of each netlink message in one received buffer."""
+    offset = 0
+    while offset + _NLMSGHDR.size <= len(data):
+        length, kind, _, seq, _ = _NLMSGHDR.unpack_from(data, offset)
+        if length < _NLMSGHDR.size:
+            break
+        yield kind, seq, data[offset + _NLMSGHDR.size:offset + length]
+        offset += (length + 3) & ~3
+
+
+def send_acked(sock: socket.socket, messages: list[bytes], first_seq: int) -> list[int]:
+    """Send encoded acked requests (sequence numbers first_seq, first_seq + 1, ...) in few
+    sends; return one errno per request, in order (0 = done)."""
+    results = [-1] * len(messages)
+    chunk: list[bytes] = []
+    size = 0
+    for message in [*messages, b""]:
+        if message and size + len(message) < _SEND_CHUNK:
+            chunk.append(message)
+            size += len(message)
+            continue
+        if chunk:
+            sock.send(b"".join(chunk))
+            _collect_acks(sock, results, first_seq, len(chunk))
+        chunk, size = [message], len(message)
+    return results
+
+
+def _collect_acks(sock: socket.socket, results: list[int], first_seq: int, expected: int) -> None:
+    got = 0
+    while got < expected:
+        for kind, seq, body in split(sock.recv(1 << 20)):
+            index = seq - first_seq
+            if kind == NLMSG_ERROR and 0 <= index < len(results) and results[index] < 0:
+                results[index] = -struct.unpack_from("=i", body)[0]
+                got += 1
 
 
 LOOPBACK_IFINDEX = 1  # the kernel gives `lo` index 1 in every namespace
@@ -38,6 +80,7 @@ class RtnlBatch:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, ACK_BUFFER)
         self.pending: list[tuple[int, str, bytes]] = []
 
     def _queue_raw(self, kind: int, flags: int, body: bytes, what: str) -> None:
@@ -81,23 +124,9 @@ class RtnlBatch:
 
     def commit(self) -> None:
         """Send everything queued, then raise OSError naming the first request that failed."""
-        if not self.pending:
-            return
-        self.sock.sendall(b"".join(data for _, _, data in self.pending))
-        waiting = {seq: what for seq, what, _ in self.pending}
-        failure: OSError | None = None
-        while waiting:
-            buf = self.sock.recv(1 << 16)
-            offset = 0
-            while offset + _NLMSGHDR.size <= len(buf):
-                length, kind, _, seq, _ = _NLMSGHDR.unpack_from(buf, offset)
-                if kind == NLMSG_ERROR and seq in waiting:
-                    code = -struct.unpack_from("=i", buf, offset + _NLMSGHDR.size)[0]
-                    what = waiting.pop(seq)
-                    if code and failure is None:
-                        failure = OSError(code, f"{what}: {os.strerror(code)}")
-                offset += max(length, _NLMSGHDR.size)
-        self.pending.clear()
-        if failure is not None:
-            raise failure
+        pending, self.pending = self.pending, []
+        errors = send_acked(self.sock, [data for _, _, data in pending], first_seq=1)
+        for (_, what, _), code in zip(pending, errors, strict=True):
+            if code:
+                raise OSError(code, f"{what}: {os.strerror(code)}")
 

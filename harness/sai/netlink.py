@@ -18,6 +18,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, nlmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from harness.runtime.nsenter import call_in_netns
+from harness.runtime.rtnl_batch import ACK_BUFFER, send_acked, split
 
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTM_NEWNEXTHOP, RTM_DELNEXTHOP, RTM_GETNEXTHOP = 104, 105, 106
@@ -135,7 +136,7 @@ class Channel:
                                  socket.NETLINK_ROUTE).detach()
         fd = call_in_netns(netns_path, open_socket) if netns_path else open_socket()
         self.sock = socket.socket(fileno=fd)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, ACK_BUFFER)
         self.sock.bind((0, 0))
         self.seq = 0
 
@@ -157,35 +158,14 @@ class Channel:
         seq = self._send(msg, msg_type, NLM_F_REQUEST | NLM_F_ACK | flags)
         while True:
             data = self.sock.recv(65536)
-            for msg_type_in, seq_in, body in _split(data):
+            for msg_type_in, seq_in, body in split(data):
                 if seq_in == seq and msg_type_in == NLMSG_ERROR:
                     return -struct.unpack("=i", body[:4])[0]
 
     def request_many(self, messages: list[bytes], first_seq: int) -> list[int]:
         """Send pre-encoded acked requests (sequence numbers first_seq...) in few sendmsg calls
         and return one errno (0 = done) per request, in order."""
-        results = [-1] * len(messages)
-        chunk: list[bytes] = []
-        size = 0
-        for message in [*messages, b""]:
-            if message and size + len(message) < 60_000:
-                chunk.append(message)
-                size += len(message)
-                continue
-            if chunk:
-                self.sock.send(b"".join(chunk))
-                self._collect(results, first_seq, len(chunk))
-            chunk, size = [message], len(message)
-        return results
-
-    def _collect(self, results: list[int], first_seq: int, expected: int) -> None:
-        got = 0
-        while got < expected:
-            for msg_type, seq, body in _split(self.sock.recv(1 << 20)):
-                index = seq - first_seq
-                if msg_type == NLMSG_ERROR and 0 <= index < len(results) and results[index] < 0:
-                    results[index] = -struct.unpack("=i", body[:4])[0]
-                    got += 1
+        return send_acked(self.sock, messages, first_seq)
 
     def reserve(self, count: int) -> int:
         """Reserve `count` sequence numbers for request_many; returns the first."""
@@ -197,7 +177,7 @@ class Channel:
         seq = self._send(msg, msg_type, NLM_F_REQUEST | NLM_F_DUMP)
         while True:
             data = self.sock.recv(1 << 20)
-            for msg_type_in, seq_in, body in _split(data):
+            for msg_type_in, seq_in, body in split(data):
                 if seq_in != seq:
                     continue
                 if msg_type_in == NLMSG_DONE:
@@ -210,16 +190,6 @@ class Channel:
                 out = cls(struct.pack("=IHHII", 16 + len(body), msg_type_in, 0, seq_in, 0) + body)
                 out.decode()
                 yield out
-
-
-def _split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    offset = 0
-    while offset + 16 <= len(data):
-        length, msg_type, _flags, seq, _pid = struct.unpack_from("=IHHII", data, offset)
-        if length < 16:
-            break
-        yield msg_type, seq, data[offset + 16:offset + length]
-        offset += (length + 3) & ~3
 
 
 def split_messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
