@@ -68,7 +68,7 @@ def test_delay_sets_the_rtt(lab: Lab, r2_address: str, base_us: float, delay_us:
         result = ping(lab.node("r1"), r2_address, 400)
         added = result.percentile(50) - base_us
         # bench/impair.py tracks the goal (10% or 50 us); a test sharing 2 busy cores with
-        # FRR and other labs also pays the engine's wake-up on receive (20-70 us measured).
+        # FRR and other labs gets a wider margin for the ping's own scheduling.
         assert abs(added - delay_us) <= max(0.10 * delay_us, 100), (added, delay_us)
         [row] = impair.show(lab)
         assert (row.backend, row.health) == (EXPECTED_BACKEND, "active")
@@ -100,7 +100,8 @@ def _connections(lab: Lab) -> dict[str, tuple[int, int]]:
 
 def test_live_delay_change_keeps_bgp(lab: Lab, r2_address: str, base_us: float) -> None:
     before = _connections(lab)
-    assert len(before) == 2 and set(lab.frr("r1").bgp_peer_states().values()) == {"Established"}
+    states = lab.frr("r1").bgp_peer_states()
+    assert len(before) == 2 and set(states.values()) == {"Established"}, (before, states)
     impair.apply(lab, R1, Impairment(delay_us=1000))
     try:
         [first] = impair.show(lab)
@@ -114,6 +115,42 @@ def test_live_delay_change_keeps_bgp(lab: Lab, r2_address: str, base_us: float) 
         assert _connections(lab) == before
         assert set(lab.frr("r1").bgp_peer_states().values()) == {"Established"}
     finally:
+        impair.clear(lab, R1)
+
+
+TCP_SINK = """
+import socket, sys
+s = socket.create_server((sys.argv[1], 5201)); s.settimeout(30)
+print("ready", flush=True)
+c, _ = s.accept(); c.settimeout(30); total = 0
+while chunk := c.recv(1 << 16):
+    total += len(chunk)
+print(total, flush=True)
+"""
+TCP_SOURCE = """
+import socket, sys
+with socket.create_connection((sys.argv[1], 5201), timeout=30) as c:
+    c.sendall(bytes(int(sys.argv[2])))
+"""
+
+
+def test_tcp_bulk_crosses_an_impaired_link(lab: Lab, r2_address: str) -> None:
+    """Locally sent TCP leaves as offloaded super-frames with unfinished checksums: the engine
+    must put well-formed wire frames on the link, or the transfer (and BGP) stalls."""
+    size = 20 * 2**20
+    impair.apply(lab, R1, Impairment(delay_us=1000))
+    sink = lab.node("r2").popen(["python3", "-c", TCP_SINK, r2_address],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None and sink.stdout.readline().strip() == "ready"
+        out = lab.node("r1").cmd("python3", "-c", TCP_SOURCE, r2_address, str(size), timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert int(sink.stdout.readline()) == size
+        [row] = impair.show(lab)
+        assert row.counters["tx"] > size // 1500 and row.counters["tx_errors"] == 0, row.counters
+    finally:
+        sink.kill()
+        sink.wait()
         impair.clear(lab, R1)
 
 

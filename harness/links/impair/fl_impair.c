@@ -1,10 +1,18 @@
 /* fl-impair: the userspace impairment engine for the egress of one interface.
  *
  * Used where the kernel has no sch_netem. tc redirects every frame leaving IFACE (clsact egress,
- * u32 match-all, mirred) to a TAP this process owns. Each frame is dropped or duplicated by
- * chance, serialised at `rate`, held on a hashed timer wheel for delay +- jitter, and then sent
- * on IFACE through an AF_PACKET socket with PACKET_QDISC_BYPASS, so it never meets the redirect
- * again. IFACE itself never goes down, so routing sessions over it survive any live change.
+ * u32 match-all, mirred) to a TAP this process owns. The TAP has no offloads, so the kernel
+ * segments and checksums each frame as a NIC would need it; an AF_PACKET socket on the TAP takes
+ * it with the kernel's transmit timestamp, and a socket filter on the TAP's own queue drops it
+ * there (the TAP is only a sink: its TX dropped counter counts every frame). Each frame is
+ * dropped or duplicated by chance, serialised at `rate`, held on a hashed timer wheel for
+ * delay +- jitter from that timestamp, and then sent on IFACE through an AF_PACKET socket with
+ * PACKET_QDISC_BYPASS, so it never meets the redirect again. IFACE itself never goes down, so
+ * routing sessions over it survive any live change.
+ *
+ * Timing on a loaded or virtualised box: a sleeping process wakes tens of microseconds late.
+ * The arrival timestamp keeps that out of the receive side; on the send side the engine wakes
+ * early by its measured wake-up latency (never less than spin_ns) and polls until the due time.
  *
  *   fl-impair run IFACE TAP CTL_SOCKET [key=value...]
  *   fl-impair simulate [key=value...]      stdin: "arrival_ns length" lines
@@ -14,8 +22,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <linux/if_tun.h>
 #include <linux/sockios.h>
@@ -40,6 +51,8 @@
 #define MAX_FRAME 65536
 #define RX_BATCH 64
 #define DRAIN_LIMIT_NS 2000000000LL   /* on SIGTERM, send what is queued for at most 2 s */
+#define SPIN_MAX_NS 1000000LL         /* the early wake-up never exceeds 1 ms, however late */
+#define CAPTURE_BUFFER (16 << 20)     /* bursts at line rate wait here until the engine reads */
 
 struct params {
     int64_t delay_ns, jitter_ns, spin_ns, rt_priority;
@@ -368,6 +381,10 @@ static int open_tap(const char *name, const char *iface)
     snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
     if (ioctl(fd, TUNSETIFF, &ifr) < 0)
         die("TUNSETIFF");
+    struct sock_filter drop_all = BPF_STMT(BPF_RET | BPF_K, 0);
+    struct sock_fprog filter = {.len = 1, .filter = &drop_all};
+    if (ioctl(fd, TUNATTACHFILTER, &filter) < 0)   /* frames are read from open_capture's socket */
+        die("TUNATTACHFILTER");
     /* No IPv6 link-local, no MLD, no ARP: the TAP must carry only the redirected frames. */
     char path[128];
     snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", name);
@@ -385,7 +402,7 @@ static int open_tap(const char *name, const char *iface)
     snprintf(q.ifr_name, IFNAMSIZ, "%s", name);
     if (ioctl(s, SIOCSIFMTU, &q) < 0)
         die("SIOCSIFMTU");
-    q.ifr_qlen = 10000;   /* bursts at line rate must not overflow the TAP's ring */
+    q.ifr_qlen = 10000;   /* bursts at line rate must not overflow the TAP's qdisc */
     if (ioctl(s, SIOCSIFTXQLEN, &q) < 0)
         die("SIOCSIFTXQLEN");
     if (ioctl(s, SIOCGIFFLAGS, &q) < 0)
@@ -394,6 +411,24 @@ static int open_tap(const char *name, const char *iface)
     if (ioctl(s, SIOCSIFFLAGS, &q) < 0)
         die("SIOCSIFFLAGS");
     close(s);
+    return fd;
+}
+
+/* Frames the TAP transmits (the redirected ones), each with the kernel's timestamp. */
+static int open_capture(const char *tap)
+{
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);   /* none until bound */
+    if (fd < 0)
+        die("socket(AF_PACKET)");
+    int one = 1, size = CAPTURE_BUFFER;
+    if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) < 0)
+        die("SO_TIMESTAMPNS");
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+    struct sockaddr_ll addr = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
+                               .sll_ifindex = if_nametoindex(tap)};
+    if (!addr.sll_ifindex || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+        die(tap);
     return fd;
 }
 
@@ -459,9 +494,64 @@ static void serve_control(int listener, struct engine *e)
     close(fd);
 }
 
+struct capture {
+    int fd;
+    struct mmsghdr msgs[RX_BATCH];
+    struct iovec iov[RX_BATCH];
+    union { char buf[CMSG_SPACE(sizeof(struct timespec))]; struct cmsghdr align; } ctl[RX_BATCH];
+    unsigned char frames[RX_BATCH][MAX_FRAME];
+};
+
+/* The kernel stamps in CLOCK_REALTIME; the wheel runs on CLOCK_MONOTONIC. A stamp never lies
+ * in the future, and a frame without one arrived now. */
+static int64_t arrival_ns(struct msghdr *m, int64_t realtime_minus_mono, int64_t now)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS)
+            continue;
+        struct timespec ts;
+        memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+        int64_t t = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - realtime_minus_mono;
+        return t < now ? t : now;
+    }
+    return now;
+}
+
+static void receive_batch(struct capture *cap, struct engine *e)
+{
+    for (int i = 0; i < RX_BATCH; i++) {
+        cap->iov[i] = (struct iovec){.iov_base = cap->frames[i], .iov_len = MAX_FRAME};
+        cap->msgs[i].msg_hdr = (struct msghdr){.msg_iov = &cap->iov[i], .msg_iovlen = 1,
+                                               .msg_control = cap->ctl[i].buf,
+                                               .msg_controllen = sizeof(cap->ctl[i].buf)};
+    }
+    int n = recvmmsg(cap->fd, cap->msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+    if (n <= 0)
+        return;
+    struct timespec rt;
+    int64_t now = now_ns();
+    clock_gettime(CLOCK_REALTIME, &rt);
+    int64_t offset = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - now;
+    for (int i = 0; i < n; i++)
+        enqueue(e, arrival_ns(&cap->msgs[i].msg_hdr, offset, now), cap->frames[i],
+                cap->msgs[i].msg_len, e->c.rx);
+}
+
+/* How late a timed sleep really ends: rises at once, decays slowly, so one quiet spell does
+ * not undo what a loaded spell taught. */
+static int64_t spin_lead(int64_t *latency, int64_t observed, int64_t floor)
+{
+    if (observed > *latency)
+        *latency = observed;
+    else
+        *latency -= *latency / 64;
+    int64_t lead = *latency + *latency / 4;
+    return lead < floor ? floor : lead > SPIN_MAX_NS ? SPIN_MAX_NS : lead;
+}
+
 static int run(struct engine *e, const char *iface, const char *tap, const char *ctl)
 {
-    static unsigned char frame[MAX_FRAME];
+    static struct capture cap;
     prctl(PR_SET_TIMERSLACK, 1UL);   /* wake at the due time, not 50 us later */
     /* A real-time priority puts the forwarder ahead of FRR and traffic generators when a frame
      * is due: on a loaded 2-core box it cuts the p99 delay error from ~3x to a few percent. */
@@ -474,45 +564,49 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
     signal(SIGINT, on_stop);
     struct wire wire = {.e = e};
     int tapfd = open_tap(tap, iface);
+    cap.fd = open_capture(tap);
     wire.fd = open_wire(iface, &wire.addr);
     int ctlfd = open_control(ctl);
     printf("ready\n");
     fflush(stdout);
-    int64_t stop_by = 0;
+    int64_t stop_by = 0, latency = 0, lead = e->p.spin_ns, wake_at = 0;
     for (;;) {
         int64_t now = now_ns();
+        if (wake_at) {   /* a timed sleep ended: learn how late */
+            lead = spin_lead(&latency, now - wake_at, e->p.spin_ns);
+            wake_at = 0;
+        }
         wheel_advance(&e->wheel, now, send_frame, &wire);
         if (stopping) {
             if (!stop_by) {
                 stop_by = now + DRAIN_LIMIT_NS;
+                close(cap.fd);
                 close(tapfd);   /* the TAP vanishes; tc no longer has a target */
-                tapfd = -1;
+                tapfd = cap.fd = -1;
             }
             if (!e->wheel.queued || now > stop_by)
                 break;
         }
         int64_t wait = wheel_next_due(&e->wheel) - now;
-        struct pollfd fds[2] = {{.fd = ctlfd, .events = POLLIN}, {.fd = tapfd, .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = ctlfd, .events = POLLIN}, {.fd = cap.fd, .events = POLLIN}};
         struct timespec ts, *timeout = NULL;
         if (wait != INT64_MAX - now) {
-            /* Sleep until spin_ns before the due time, then poll without sleeping: the
-             * scheduler's wake-up latency would otherwise be added to every delay. */
-            wait = wait > e->p.spin_ns ? wait - e->p.spin_ns : 0;
+            /* Sleep until `lead` before the due time, then poll without sleeping: the
+             * wake-up latency would otherwise be added to every delay. */
+            wait = wait > lead ? wait - lead : 0;
             ts = (struct timespec){.tv_sec = wait / 1000000000LL, .tv_nsec = wait % 1000000000LL};
             timeout = &ts;
         }
-        if (ppoll(fds, tapfd >= 0 ? 2 : 1, timeout, NULL) < 0 && errno != EINTR)
+        int64_t asleep = now_ns();
+        int ready = ppoll(fds, cap.fd >= 0 ? 2 : 1, timeout, NULL);
+        if (ready < 0 && errno != EINTR)
             die("ppoll");
+        if (ready == 0 && wait > 0)
+            wake_at = asleep + wait;
         if (fds[0].revents & POLLIN)
             serve_control(ctlfd, e);
-        if (tapfd >= 0 && fds[1].revents & POLLIN) {
-            for (int i = 0; i < RX_BATCH; i++) {
-                ssize_t n = read(tapfd, frame, sizeof(frame));
-                if (n <= 0)
-                    break;
-                enqueue(e, now_ns(), frame, (uint32_t)n, e->c.rx);
-            }
-        }
+        if (cap.fd >= 0 && fds[1].revents & POLLIN)
+            receive_batch(&cap, e);
     }
     unlink(ctl);
     return 0;
