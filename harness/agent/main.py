@@ -45,7 +45,9 @@ class Agent:
         self.port = port
         self.log = logging.getLogger("agent")
         self.base_capacity = capacity
-        self._trace_file = open(node_dir / "sai.log", "a", buffering=1)  # noqa: SIM115
+        # Block-buffered and flushed once per loop turn: a line-buffered file made one write
+        # call per SAI call, a tenth of a 10k-route download's time.
+        self._trace_file = open(node_dir / "sai.log", "a")  # noqa: SIM115
         self.sai = SaiSwitch(KernelBackend(table=table), capacity=capacity,
                              trace=Trace(sink=lambda line: self._trace_file.write(line + "\n")),
                              attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
@@ -211,6 +213,7 @@ class Agent:
             if time.monotonic() >= next_tick:
                 self.tick()
                 next_tick = time.monotonic() + RETRY_S
+            self._trace_file.flush()
 
     def serve_control(self, control: socket.socket) -> None:
         conn, _ = control.accept()

@@ -19,6 +19,7 @@ from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
 _NLMSGHDR = struct.Struct("=LHHLL")
+_FLAGS, _FLAGS_OFFSET = struct.Struct("=H"), 6  # nlmsg_flags inside the header
 _IFADDRMSG = struct.Struct("=BBBBI")
 _IFINFOMSG = struct.Struct("=BxHiII")
 _RTATTR = struct.Struct("=HH")
@@ -45,31 +46,45 @@ def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
 
 
 def send_acked(sock: socket.socket, messages: list[bytes], first_seq: int) -> list[int]:
-    """Send encoded acked requests (sequence numbers first_seq, first_seq + 1, ...) in few
-    sends; return one errno per request, in order (0 = done)."""
-    results = [-1] * len(messages)
-    chunk: list[bytes] = []
-    size = 0
-    for message in [*messages, b""]:
-        if message and size + len(message) < _SEND_CHUNK:
-            chunk.append(message)
-            size += len(message)
-            continue
-        if chunk:
-            sock.send(b"".join(chunk))
-            _collect_acks(sock, results, first_seq, len(chunk))
-        chunk, size = [message], len(message)
+    """Send encoded requests (sequence numbers first_seq, first_seq + 1, ...) in few sends;
+    return one errno per request, in order (0 = done).
+
+    The kernel handles the requests of one send in order and always reports a failure, so
+    only the last request of each send asks for an ACK: once it arrives, every earlier
+    request has succeeded unless an error came before it. One receive per send instead of one
+    per request (a 10k-route FIB download made 10k recv calls).
+    """
+    results = [0] * len(messages)
+    start = 0
+    while start < len(messages):
+        end, size = start + 1, len(messages[start])
+        while end < len(messages) and size + len(messages[end]) < _SEND_CHUNK:
+            size += len(messages[end])
+            end += 1
+        chunk = [_with_ack(m, False) for m in messages[start:end - 1]]
+        sock.send(b"".join([*chunk, _with_ack(messages[end - 1], True)]))
+        _collect_errors(sock, results, first_seq, first_seq + end - 1)
+        start = end
     return results
 
 
-def _collect_acks(sock: socket.socket, results: list[int], first_seq: int, expected: int) -> None:
-    got = 0
-    while got < expected:
+def _with_ack(message: bytes, ack: bool) -> bytes:
+    (flags,) = _FLAGS.unpack_from(message, _FLAGS_OFFSET)
+    flags = flags | NLM_F_ACK if ack else flags & ~NLM_F_ACK
+    return message[:_FLAGS_OFFSET] + _FLAGS.pack(flags) + message[_FLAGS_OFFSET + _FLAGS.size:]
+
+
+def _collect_errors(sock: socket.socket, results: list[int], first_seq: int,
+                    acked_seq: int) -> None:
+    """Record every error up to the ACK of `acked_seq`, which ends the send."""
+    while True:
         for kind, seq, body in split(sock.recv(1 << 20)):
             index = seq - first_seq
-            if kind == NLMSG_ERROR and 0 <= index < len(results) and results[index] < 0:
-                results[index] = -struct.unpack_from("=i", body)[0]
-                got += 1
+            if kind != NLMSG_ERROR or not 0 <= index < len(results):
+                continue
+            results[index] = -struct.unpack_from("=i", body)[0]
+            if seq == acked_seq:
+                return
 
 
 LOOPBACK_IFINDEX = 1  # the kernel gives `lo` index 1 in every namespace

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import socket
+import struct
 
+from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
-from harness.runtime.rtnl_batch import RtnlBatch
+from harness.runtime.rtnl_batch import RtnlBatch, send_acked
 
 
 def queued(batch: RtnlBatch, cls: type) -> list:
@@ -43,3 +46,42 @@ def test_link_up_and_veth_decode_as_sent() -> None:
     peer = info.get_attr("IFLA_INFO_DATA").get_attr("VETH_INFO_PEER")
     assert peer["index"] == 102 and peer.get_attr("IFLA_IFNAME") == "eth2"
     assert peer.get_attr("IFLA_NET_NS_FD") == 5
+
+
+class FakeNetlink:
+    """Answers like the kernel: an error for every failed request, an ACK only when asked."""
+
+    def __init__(self, failing: dict[int, int]) -> None:
+        self.failing = failing  # seq -> errno
+        self.sends: list[list[tuple[int, bool]]] = []  # per send: (seq, asked for an ACK)
+        self.replies: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        sent = []
+        offset = 0
+        while offset < len(data):
+            length, _, flags, seq, _ = struct.unpack_from("=LHHLL", data, offset)
+            sent.append((seq, bool(flags & NLM_F_ACK)))
+            code = self.failing.get(seq, 0)
+            if code or flags & NLM_F_ACK:
+                body = struct.pack("=i", -code) + data[offset:offset + 16]
+                self.replies.append(struct.pack("=LHHLL", 16 + len(body), NLMSG_ERROR, 0, seq,
+                                                0) + body)
+            offset += length
+        self.sends.append(sent)
+
+    def recv(self, _size: int) -> bytes:
+        return self.replies.pop(0)
+
+
+def test_send_acked_asks_one_ack_per_send_and_places_every_error() -> None:
+    body = bytes(3000)  # 20 of these fill a send
+    messages = [struct.pack("=LHHLL", 16 + len(body), 24, NLM_F_REQUEST | NLM_F_ACK, 100 + i, 0)
+                + body for i in range(45)]
+    sock = FakeNetlink(failing={103: errno.EEXIST, 119: errno.ENODEV, 144: errno.EINVAL})
+    results = send_acked(sock, messages, 100)  # type: ignore[arg-type]
+    assert [len(s) for s in sock.sends] == [19, 19, 7]
+    assert all(asked == (i == len(s) - 1) for s in sock.sends for i, (_, asked) in enumerate(s))
+    assert {i: e for i, e in enumerate(results) if e} == {3: errno.EEXIST, 19: errno.ENODEV,
+                                                         44: errno.EINVAL}
+    assert sock.replies == []
