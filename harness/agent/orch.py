@@ -131,9 +131,9 @@ class RouteOrch:
     # -- programming ----------------------------------------------------------------------
 
     def _program(self, changes: dict[str, RouteUpdate | RouteDelete]) -> None:
-        creates: list[tuple[str, Target, dict[str, Any]]] = []
-        sets: list[tuple[str, Target, list[tuple[str, Any]]]] = []
-        removes: list[str] = []
+        creates: list[tuple[str, RouteKey, Target, dict[str, Any]]] = []
+        sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]] = []
+        removes: list[tuple[str, RouteKey]] = []
         for prefix, change in changes.items():
             self.stale.discard(prefix)
             if isinstance(change, RouteDelete):
@@ -141,7 +141,7 @@ class RouteOrch:
                 self.failed.pop(prefix, None)
                 self.skipped.pop(prefix, None)
                 if prefix in self.programmed:
-                    removes.append(prefix)
+                    removes.append((prefix, self._key(change)))
                 continue
             self.wanted[prefix] = change
             target = self.resolve(change)
@@ -149,7 +149,7 @@ class RouteOrch:
                 self.skipped[prefix] = target
                 self.failed.pop(prefix, None)
                 if prefix in self.programmed:
-                    removes.append(prefix)
+                    removes.append((prefix, self._key(change)))
                 continue
             self.skipped.pop(prefix, None)
             current = self.programmed.get(prefix)
@@ -164,9 +164,10 @@ class RouteOrch:
             if current is None:
                 attrs = ({"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION": DROP_ACTION} if target == DROP
                          else {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": oid})
-                creates.append((prefix, target, attrs))
+                creates.append((prefix, self._key(change), target, attrs))
             else:
-                sets.append((prefix, target, self._transition(current, target, oid)))
+                sets.append((prefix, self._key(change), target,
+                             self._transition(current, target, oid)))
         self._commit(creates, sets, removes)
 
     @staticmethod
@@ -180,26 +181,26 @@ class RouteOrch:
                     ("SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION", FORWARD)]
         return [("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID", oid)]
 
-    def _key(self, prefix: str) -> RouteKey:
-        return RouteKey(self.sai.default_vr, ip_network(prefix))
+    def _key(self, change: RouteUpdate | RouteDelete) -> RouteKey:
+        return RouteKey(self.sai.default_vr, change.network or ip_network(change.prefix))
 
-    def _commit(self, creates: list[tuple[str, Target, dict[str, Any]]],
-                sets: list[tuple[str, Target, list[tuple[str, Any]]]],
-                removes: list[str]) -> None:
+    def _commit(self, creates: list[tuple[str, RouteKey, Target, dict[str, Any]]],
+                sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]],
+                removes: list[tuple[str, RouteKey]]) -> None:
         if removes:
-            for prefix, status in zip(removes, self.sai.remove_bulk(
-                    [self._key(p) for p in removes]), strict=True):
+            for (prefix, _), status in zip(removes, self.sai.remove_bulk(
+                    [key for _, key in removes]), strict=True):
                 if status.ok:
                     del self.programmed[prefix]
                 else:
                     self.failed[prefix] = str(status)
         if creates:
             results = self.sai.create_bulk(T.ROUTE_ENTRY,
-                                           [(self._key(p), attrs) for p, _, attrs in creates])
-            for (prefix, target, _), (status, _ref) in zip(creates, results, strict=True):
+                                           [(key, attrs) for _, key, _, attrs in creates])
+            for (prefix, _, target, _), (status, _ref) in zip(creates, results, strict=True):
                 self._settle(prefix, target, status)
-        for prefix, target, steps in sets:
-            statuses = self.sai.set_bulk([(self._key(prefix), n, v) for n, v in steps])
+        for prefix, key, target, steps in sets:
+            statuses = self.sai.set_bulk([(key, n, v) for n, v in steps])
             bad = next((s for s in statuses if not s.ok), None)
             self._settle(prefix, target if bad is None else self.programmed[prefix],
                          bad or statuses[0])

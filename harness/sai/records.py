@@ -111,6 +111,16 @@ class Record:
 
     TYPE: ClassVar[ObjectType]
     ATTRS: ClassVar[tuple[Attr, ...]]
+    # Derived from ATTRS once per class: every create of every route looks them up.
+    BY_NAME: ClassVar[dict[str, Attr]]
+    MANDATORY: ClassVar[tuple[Attr, ...]]
+    REFERENCING: ClassVar[tuple[Attr, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.BY_NAME = {a.name: a for a in cls.ATTRS}
+        cls.MANDATORY = tuple(a for a in cls.ATTRS if a.mandatory)
+        cls.REFERENCING = tuple(a for a in cls.ATTRS if a.refs)
 
     def problem(self) -> str | None:
         """Cross-attribute rule broken by this record, or None."""
@@ -120,8 +130,7 @@ class Record:
         return {a.name: getattr(self, a.field) for a in self.ATTRS}
 
     def references(self) -> list[int]:
-        return [getattr(self, a.field) for a in self.ATTRS
-                if a.refs and getattr(self, a.field) != NULL_OID]
+        return [oid for a in self.REFERENCING if (oid := getattr(self, a.field)) != NULL_OID]
 
 
 @dataclass(frozen=True)
@@ -380,17 +389,16 @@ RECORDS: dict[ObjectType, type[Record]] = {r.TYPE: r for r in (
 def build(kind: ObjectType, attrs: dict[str, Any]) -> tuple[Status, Record | str]:
     """A record from SAI attributes, or the status and reason it cannot be made."""
     cls = RECORDS[kind]
-    by_name = {a.name: a for a in cls.ATTRS}
     values = {}
     for name, value in attrs.items():
-        spec = by_name.get(name)
+        spec = cls.BY_NAME.get(name)
         if spec is None:
             return Status.INVALID_PARAMETER, f"{name} is not an attribute of {kind}"
         try:
             values[spec.field] = spec.parse(value)
         except (ValueError, TypeError) as exc:
             return Status.INVALID_PARAMETER, f"{name}: {exc}"
-    missing = [a.name for a in cls.ATTRS if a.mandatory and a.field not in values]
+    missing = [a.name for a in cls.MANDATORY if a.field not in values]
     if missing:
         return Status.MANDATORY_ATTRIBUTE_MISSING, f"missing {', '.join(missing)}"
     record = cls(**values)
@@ -400,7 +408,7 @@ def build(kind: ObjectType, attrs: dict[str, Any]) -> tuple[Status, Record | str
 
 def with_attr(record: Record, name: str, value: Any) -> tuple[Status, Record | str]:
     """The record with one attribute set (the SAI `set` rules: known and not create-only)."""
-    spec = next((a for a in record.ATTRS if a.name == name), None)
+    spec = record.BY_NAME.get(name)
     if spec is None:
         return Status.INVALID_PARAMETER, f"{name} is not an attribute of {record.TYPE}"
     if spec.create_only:
@@ -414,4 +422,4 @@ def with_attr(record: Record, name: str, value: Any) -> tuple[Status, Record | s
 
 
 def ref_types(record: Record) -> dict[str, tuple[ObjectType, ...]]:
-    return {a.name: a.refs for a in record.ATTRS if a.refs}
+    return {a.name: a.refs for a in record.REFERENCING}

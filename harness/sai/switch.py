@@ -239,7 +239,7 @@ class SaiSwitch:
         return targets
 
     def _bad_reference(self, ref: Ref | None, record: Record) -> str | None:
-        checks = [(a.name, getattr(record, a.field), a.refs) for a in record.ATTRS if a.refs]
+        checks = [(a.name, getattr(record, a.field), a.refs) for a in record.REFERENCING]
         if ref is not None and not isinstance(ref, int):
             field, kinds = _KEY_REFS[type(ref)]
             checks.append((field, getattr(ref, field), kinds))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from harness.sai.status import Status
@@ -26,6 +27,12 @@ def _value(value: Any) -> str:
     return str(value)
 
 
+@lru_cache(maxsize=1)
+def _clock(second: int) -> str:
+    """The wall clock formatted once per second, not once per SAI call."""
+    return time.strftime("%H:%M:%S", time.localtime(second))
+
+
 class Trace:
     def __init__(self, sink: Callable[[str], None] | None = None,
                  keep: int = TRACE_LINES) -> None:
@@ -40,7 +47,7 @@ class Trace:
         if not status.ok:
             self.failures += 1
         shown = " ".join(f"{k}={_value(v)}" for k, v in attrs.items())
-        line = (f"{time.strftime('%H:%M:%S')} {api} {what} {target}"
+        line = (f"{_clock(int(time.time()))} {api} {what} {target}"
                 f"{' ' + shown if shown else ''} -> {status}{f' ({note})' if note else ''}")
         self.lines.append(line)
         if self.sink is not None:

@@ -7,8 +7,9 @@ numbers of object types are this model's own. An object id (OID) carries its typ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import IntEnum
+from functools import cached_property
 from ipaddress import IPv4Network, IPv6Address, IPv6Network
 
 OID_TYPE_SHIFT = 48
@@ -71,8 +72,8 @@ class _Key:
     """An entry object's key (SAI keys routes, neighbors and SIDs by value, not by OID)."""
 
     def __str__(self) -> str:
-        parts = (f"{f.name}={format_oid(v) if f.name.endswith('_id') else v}"
-                 for f in fields(self) for v in (getattr(self, f.name),))
+        parts = (f"{name}={format_oid(v) if name.endswith('_id') else v}"
+                 for name in self.__dataclass_fields__ for v in (getattr(self, name),))
         return "{" + " ".join(parts) + "}"
 
 
@@ -82,6 +83,15 @@ class RouteKey(_Key):
 
     vr_id: int
     destination: IPv4Network | IPv6Network
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.vr_id, self.destination))
+
+    def __hash__(self) -> int:
+        """Kept: a route key is hashed on every store and lookup, and ipaddress networks
+        recompute their hash each time (a fifth of a FIB download's Python time)."""
+        return self._hash
 
 
 @dataclass(frozen=True, order=True)
