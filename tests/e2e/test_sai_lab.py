@@ -132,6 +132,9 @@ def test_sai_faults_degrade_the_node_and_main_never_forwards(lab: Lab) -> None:
         frr.vtysh("configure terminal", f"no ip route 10.78.0.0/24 {via}",
                   f"no ip route 10.79.0.0/24 {via}")
     wait_for("a healthy agent", lambda: agent(lab, "leaf1")["state"] == "running")
+    for prefix in ("10.78.0.0/24", "10.79.0.0/24"):  # gone everywhere before the next test
+        wait_for(f"{prefix} withdrawn", lambda p=prefix: not table(lab, "leaf1", "main", p)
+                 and not table(lab, "leaf1", SAI_TABLE, p))
 
 
 def test_warm_restart_keeps_traffic_and_writes_nothing(lab: Lab) -> None:
