@@ -123,8 +123,9 @@ class SaiSwitch:
         """SAI's bulk create (e.g. create_route_entries): one backend batch, one status each."""
         results: list[tuple[Status, Ref | None]] = []
         pending = []
+        built: dict[Any, tuple[Status, Record | str]] = {}
         for key, attrs in entries:
-            status, ref, record, note = self._prepare_create(kind, attrs, key)
+            status, ref, record, note = self._prepare_create(kind, attrs, key, built)
             if record is not None and ref is not None:
                 pending.append((len(results), Op(ref, None, record), attrs))
             else:
@@ -252,7 +253,21 @@ class SaiSwitch:
                        f"{' or '.join(str(k) for k in kinds)}"
         return None
 
-    def _prepare_create(self, kind: ObjectType, attrs: dict[str, Any], key: EntryKey | None
+    @staticmethod
+    def _build(kind: ObjectType, attrs: dict[str, Any],
+               built: dict[Any, tuple[Status, Record | str]]) -> tuple[Status, Record | str]:
+        """build(), once per distinct attribute set of a bulk call: the routes of one FIB
+        download mostly share a next hop, and records are immutable, so they share one."""
+        try:
+            shape = tuple(attrs.items())
+            if shape not in built:
+                built[shape] = build(kind, attrs)
+            return built[shape]
+        except TypeError:  # an unhashable value (a list): nothing to share
+            return build(kind, attrs)
+
+    def _prepare_create(self, kind: ObjectType, attrs: dict[str, Any], key: EntryKey | None,
+                        built: dict[Any, tuple[Status, Record | str]]
                         ) -> tuple[Status, Ref | None, Record | None, str]:
         """Validate a create and store the record; the backend is called afterwards."""
         if kind in (T.SWITCH, T.VIRTUAL_ROUTER):
@@ -264,7 +279,7 @@ class SaiSwitch:
         injected = self.faults.draw("create", kind)
         if injected is not None:
             return injected, None, None, "injected fault"
-        status, record = build(kind, attrs)
+        status, record = self._build(kind, attrs, built)
         if not isinstance(record, Record):
             return status, None, None, record
         if key is not None and key in self._objects[kind]:

@@ -37,15 +37,15 @@ class ObjectType(IntEnum):
         return f"SAI_OBJECT_TYPE_{self.name}"
 
 
+_TYPES_BY_NUMBER = {int(t): t for t in ObjectType}  # a dict lookup: ObjectType(n) is slow
+
+
 def make_oid(kind: ObjectType, index: int) -> int:
     return (int(kind) << OID_TYPE_SHIFT) | index
 
 
 def oid_type(oid: int) -> ObjectType | None:
-    try:
-        return ObjectType(oid >> OID_TYPE_SHIFT)
-    except ValueError:
-        return None
+    return _TYPES_BY_NUMBER.get(oid >> OID_TYPE_SHIFT)
 
 
 def format_oid(oid: int) -> str:
@@ -83,6 +83,9 @@ class RouteKey(_Key):
 
     vr_id: int
     destination: IPv4Network | IPv6Network
+
+    def __str__(self) -> str:  # the trace prints one per route: the generic form is slower
+        return f"{{vr_id={format_oid(self.vr_id)} destination={self.destination}}}"
 
     @cached_property
     def _hash(self) -> int:
