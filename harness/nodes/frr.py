@@ -92,8 +92,13 @@ class Frr:
 
     def _vtysh_process(self, args: list[str],
                        timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["vtysh", "--vty_socket", str(self.run_dir), *args],
-                              capture_output=True, text=True, timeout=timeout)
+        try:
+            return subprocess.run(["vtysh", "--vty_socket", str(self.run_dir), *args],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{self.node.name}: vtysh {' '.join(args)} did not answer within "
+                           f"{timeout:.0f}s; the node's FRR is stuck or the host is overloaded "
+                           "(`uptime`)") from None
 
     def vtysh(self, *commands: str) -> str:
         args = [a for c in commands for a in ("-c", c)]
