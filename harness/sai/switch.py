@@ -50,6 +50,10 @@ _KEY_REFS = {RouteKey: ("vr_id", (T.VIRTUAL_ROUTER,)), MySidKey: ("vr_id", (T.VI
              NeighborKey: ("rif_id", (T.ROUTER_INTERFACE,))}
 
 
+# build()'s result and the reason a record points at nothing (None: its references exist).
+Built = tuple[Status, Record | str, str | None]
+
+
 def _kind_of(ref: Ref) -> ObjectType | None:
     return ENTRY_TYPES.get(type(ref)) if not isinstance(ref, int) else oid_type(ref)
 
@@ -123,7 +127,7 @@ class SaiSwitch:
         """SAI's bulk create (e.g. create_route_entries): one backend batch, one status each."""
         results: list[tuple[Status, Ref | None]] = []
         pending = []
-        built: dict[Any, tuple[Status, Record | str]] = {}
+        built: dict[Any, Built] = {}
         for key, attrs in entries:
             status, ref, record, note = self._prepare_create(kind, attrs, key, built)
             if record is not None and ref is not None:
@@ -239,35 +243,45 @@ class SaiSwitch:
             targets.append(getattr(ref, _KEY_REFS[type(ref)][0]))
         return targets
 
-    def _bad_reference(self, ref: Ref | None, record: Record) -> str | None:
-        checks = [(a.name, getattr(record, a.field), a.refs) for a in record.REFERENCING]
-        if ref is not None and not isinstance(ref, int):
-            field, kinds = _KEY_REFS[type(ref)]
-            checks.append((field, getattr(ref, field), kinds))
-        for name, oid, kinds in checks:
-            if oid == NULL_OID:
-                continue
-            kind = oid_type(oid)
-            if kind not in kinds or oid not in self._objects[kind]:
-                return f"{name}={format_oid(oid)} is not an existing " \
-                       f"{' or '.join(str(k) for k in kinds)}"
+    def _bad_reference(self, record: Record) -> str | None:
+        """An attribute pointing at an object that does not exist, or at the wrong kind."""
+        for a in record.REFERENCING:
+            reason = self._missing(a.name, getattr(record, a.field), a.refs)
+            if reason:
+                return reason
         return None
 
-    @staticmethod
-    def _build(kind: ObjectType, attrs: dict[str, Any],
-               built: dict[Any, tuple[Status, Record | str]]) -> tuple[Status, Record | str]:
-        """build(), once per distinct attribute set of a bulk call: the routes of one FIB
-        download mostly share a next hop, and records are immutable, so they share one."""
+    def _bad_key_reference(self, key: EntryKey) -> str | None:
+        field, kinds = _KEY_REFS[type(key)]
+        return self._missing(field, getattr(key, field), kinds)
+
+    def _missing(self, name: str, oid: int, kinds: tuple[ObjectType, ...]) -> str | None:
+        if oid == NULL_OID:
+            return None
+        kind = oid_type(oid)
+        if kind not in kinds or oid not in self._objects[kind]:
+            return f"{name}={format_oid(oid)} is not an existing " \
+                   f"{' or '.join(str(k) for k in kinds)}"
+        return None
+
+    def _build(self, kind: ObjectType, attrs: dict[str, Any], built: dict[Any, Built]) -> Built:
+        """build() and the reference check, once per distinct attribute set of a bulk call:
+        the routes of a FIB download mostly share a next hop, records are immutable so they
+        can share one, and nothing a bulk create references can vanish during it."""
         try:
             shape = tuple(attrs.items())
             if shape not in built:
-                built[shape] = build(kind, attrs)
+                built[shape] = self._build_one(kind, attrs)
             return built[shape]
         except TypeError:  # an unhashable value (a list): nothing to share
-            return build(kind, attrs)
+            return self._build_one(kind, attrs)
+
+    def _build_one(self, kind: ObjectType, attrs: dict[str, Any]) -> Built:
+        status, record = build(kind, attrs)
+        return status, record, self._bad_reference(record) if isinstance(record, Record) else None
 
     def _prepare_create(self, kind: ObjectType, attrs: dict[str, Any], key: EntryKey | None,
-                        built: dict[Any, tuple[Status, Record | str]]
+                        built: dict[Any, Built]
                         ) -> tuple[Status, Ref | None, Record | None, str]:
         """Validate a create and store the record; the backend is called afterwards."""
         if kind in (T.SWITCH, T.VIRTUAL_ROUTER):
@@ -279,12 +293,13 @@ class SaiSwitch:
         injected = self.faults.draw("create", kind)
         if injected is not None:
             return injected, None, None, "injected fault"
-        status, record = self._build(kind, attrs, built)
+        status, record, reason = self._build(kind, attrs, built)
         if not isinstance(record, Record):
             return status, None, None, record
         if key is not None and key in self._objects[kind]:
             return Status.ITEM_ALREADY_EXISTS, None, None, ""
-        reason = self._bad_reference(key, record)
+        if not reason and key is not None:
+            reason = self._bad_key_reference(key)
         if reason:
             return Status.INVALID_OBJECT_ID, None, None, reason
         limit = self.capacity.limit(kind)
@@ -345,7 +360,7 @@ class SaiSwitch:
         status, new = with_attr(old, name, value)
         if not isinstance(new, Record):
             return status, None, None, new
-        reason = self._bad_reference(None, new)
+        reason = self._bad_reference(new)
         if reason:
             return Status.INVALID_OBJECT_ID, None, None, reason
         if new == old:
