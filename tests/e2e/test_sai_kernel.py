@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from ipaddress import IPv6Address, ip_network
 
 import pytest
 
-from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, remove_netns
+from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, remove_netns, rtnl_socket
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.runtime.rtnl_batch import split
 from harness.sai.kernel import SAI_TABLE, KernelBackend
+from harness.sai.netlink import RTM_DELNEXTHOP, RTM_DELROUTE
 from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
 from harness.sai.types import MySidKey, NeighborKey, ObjectType, RouteKey
 
 pytestmark = pytest.mark.e2e
 T = ObjectType
+RTMGRP_IPV4_ROUTE, RTNLGRP_NEXTHOP = 0x40, 32
+SOL_NETLINK, NETLINK_ADD_MEMBERSHIP = 270, 1
 NETNS = f"sai-kernel-{os.getpid()}"
 
 
@@ -62,6 +67,24 @@ def hop(sw: SaiSwitch, rif: int, ip: str) -> int:
                                          "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": rif})
     assert status.ok, status
     return oid  # type: ignore[return-value]
+
+
+def route_and_nexthop_events(netns_path: str) -> socket.socket:
+    """A netlink socket in the namespace that hears every IPv4 route and nexthop change."""
+    sock = rtnl_socket(netns_path)
+    sock.bind((0, RTMGRP_IPV4_ROUTE))
+    sock.setsockopt(SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, RTNLGRP_NEXTHOP)
+    return sock
+
+
+def heard(sock: socket.socket) -> list[int]:
+    """Message types queued on the socket (the kernel queues them as it makes the change)."""
+    kinds = []
+    sock.setblocking(False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            kinds += [kind for kind, _, _ in split(sock.recv(1 << 16))]
+    return kinds
 
 
 def sai_routes(family: str = "-4") -> list[dict]:
@@ -145,18 +168,11 @@ def test_warm_start_reads_the_kernel_back_without_writing(netns: str) -> None:
     key = RouteKey(sw.default_vr, ip_network("10.9.0.0/24"))
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": a}, key=key)[0].ok
     before = sh("ip", "route", "show", "table", str(SAI_TABLE))
-    monitor = subprocess.Popen(["ip", "netns", "exec", NETNS, "ip", "monitor", "route",
-                                "nexthop"], stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)  # let the monitor subscribe before anything can happen
-    try:
+    with route_and_nexthop_events(netns) as events:  # subscribed before anything can happen
         again, _, _ = switch(netns, warm=True)
         assert again.warm_adopt() == 2
         (adopted,) = again.objects(T.ROUTE_ENTRY).values()
         assert again.record(adopted.next_hop_id).ip.exploded == "10.1.0.1"  # type: ignore[attr-defined]
         assert again.remove(key).ok and again.remove(adopted.next_hop_id).ok  # type: ignore[attr-defined]
-        time.sleep(0.5)  # and let it print the two removals
-    finally:
-        monitor.terminate()
-    events = monitor.communicate()[0]
-    assert before and "Deleted" in events and events.count("\n") == 2  # only our two removals
+        assert before and heard(events) == [RTM_DELROUTE, RTM_DELNEXTHOP]  # only our removals
     assert sh("ip", "route", "show", "table", str(SAI_TABLE)) == ""
