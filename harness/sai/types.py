@@ -7,7 +7,7 @@ numbers of object types are this model's own. An object id (OID) carries its typ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntEnum
 from functools import cached_property
 from ipaddress import IPv4Network, IPv6Address, IPv6Network
@@ -72,8 +72,8 @@ class _Key:
     """An entry object's key (SAI keys routes, neighbors and SIDs by value, not by OID)."""
 
     def __str__(self) -> str:
-        parts = (f"{name}={format_oid(v) if name.endswith('_id') else v}"
-                 for name in self.__dataclass_fields__ for v in (getattr(self, name),))
+        parts = (f"{f.name}={format_oid(v) if f.name.endswith('_id') else v}"
+                 for f in fields(self) for v in (getattr(self, f.name),))
         return "{" + " ".join(parts) + "}"
 
 
