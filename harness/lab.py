@@ -101,8 +101,12 @@ class Lab:
             raise
         if not start_frr:
             return None
-        progress.stage("converging", len(self.plan.sessions))
-        return wait_converged(self, timeout, progress.converge)
+        try:
+            progress.stage("converging", len(self.plan.sessions))
+            return wait_converged(self, timeout, progress.converge)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM; a timeout keeps the lab to look at
+            self.destroy()
+            raise
 
     def _claim(self) -> None:
         """Refuse to deploy over an existing lab; then write the plan before touching the kernel."""

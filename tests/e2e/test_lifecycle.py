@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness.errors import LabError
-from harness.lab import Lab
+from harness.lab import Lab, Progress
 from harness.paths import lab_dir
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
@@ -81,6 +81,18 @@ def test_ctrl_c_during_deploy_rolls_back_by_itself() -> None:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130, proc.stderr.read()
     assert leftovers("e2eintr") == []
+
+
+def test_ctrl_c_while_converging_rolls_back_too() -> None:
+    """Only a convergence timeout keeps the lab (to look at); an interrupt removes it."""
+    def interrupt_when_converging(stage: str, _total: int) -> None:
+        if stage == "converging":
+            raise KeyboardInterrupt
+
+    lab = Lab(augment(load_file(TOPOLOGIES / "pair.yml"), "e2eintc"))
+    with pytest.raises(KeyboardInterrupt):
+        lab.deploy(Progress(stage=interrupt_when_converging))
+    assert leftovers("e2eintc") == []
 
 
 def test_two_labs_side_by_side_and_the_host_is_untouched() -> None:
