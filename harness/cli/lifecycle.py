@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import sys
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -74,11 +76,23 @@ def deploy(args: argparse.Namespace) -> int:
                   f"Established, {conv.routes_total} loopback routes in place.")
     hosts = [n for n in plan.nodes if n.role.value == "host"] or plan.nodes
     src, dst = hosts[0], hosts[-1]
-    out.print(f"Try: labctl exec {src.name} -- ping -c3 {dst.loopback4}"
-              f"   |   labctl vtysh {plan.nodes[0].name} -c 'show bgp summary'"
-              f"   |   labctl inspect {plan.name}   |   labctl destroy {plan.name}",
+    me = _as_typed()
+    out.print(f"Try: {me} exec {src.name} -- ping -c3 {dst.loopback4}"
+              f"   |   {me} vtysh {plan.nodes[0].name} -c 'show bgp summary'"
+              f"   |   {me} inspect {plan.name}   |   {me} destroy {plan.name}",
               soft_wrap=True)
     return 0
+
+
+def _as_typed() -> str:
+    """How the user can call labctl: by name if it is on PATH, else by its path
+    (`make lab` installs it in .venv/bin, which is not on PATH)."""
+    if shutil.which("labctl"):
+        return "labctl"
+    path = os.path.relpath(sys.argv[0])
+    if path.startswith(os.pardir):
+        return os.path.abspath(sys.argv[0])
+    return path if os.sep in path else f".{os.sep}{path}"
 
 
 def destroy(args: argparse.Namespace) -> int:
