@@ -133,8 +133,7 @@ class SaiSwitch:
             if record is not None and ref is not None:
                 pending.append((len(results), Op(ref, None, record), attrs))
             else:
-                self.trace.record("create", str(kind), _show(key) if key else "", attrs,
-                                  status, note)
+                self.trace.record("create", kind, key or "", attrs, status, note)
             results.append((status, ref))
         for index, status in self._commit(pending):
             results[index] = (status, results[index][1] if status.ok else None)
@@ -149,7 +148,7 @@ class SaiSwitch:
             if record is not None:
                 pending.append((len(results), Op(ref, record, None), {}))
             else:
-                self.trace.record("remove", str(kind), _show(ref), {}, status, note)
+                self.trace.record("remove", kind, ref, {}, status, note)
             results.append(status)
         for index, status in self._commit(pending):
             results[index] = status
@@ -164,7 +163,7 @@ class SaiSwitch:
             if old is not None and new is not None:
                 pending.append((len(results), Op(ref, old, new), {name: value}))
             else:
-                self.trace.record("set", str(kind), _show(ref), {name: value}, status, note)
+                self.trace.record("set", kind, ref, {name: value}, status, note)
             results.append(status)
         for index, status in self._commit(pending):
             results[index] = status
@@ -184,7 +183,7 @@ class SaiSwitch:
                     self._unstore(op.ref, op.new)
                 if op.old is not None:
                     self._store(op.ref, op.old)
-            self.trace.record(op.api, str(kind), _show(op.ref), attrs, status,
+            self.trace.record(op.api, kind, op.ref, attrs, status,
                               "" if status.ok else f"{self.backend.name} refused")
             out.append((index, status))
         return out
@@ -412,7 +411,7 @@ class SaiSwitch:
             self._store(key, route)
             self.backend.adopt(key, 0)
             adopted += 1
-        self.trace.record("warm", "adopt", format_oid(self.switch_id), {},
+        self.trace.record("warm", "adopt", self.switch_id, {},
                           Status.SUCCESS, f"{adopted} objects read back from {self.backend.name}")
         return adopted
 

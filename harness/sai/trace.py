@@ -3,6 +3,11 @@
 `create SAI_OBJECT_TYPE_ROUTE_ENTRY {vr=oid:0x3000000000001 dest=10.0.0.4/32}
 SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID=oid:0x400000000000a -> SAI_STATUS_SUCCESS`. The last lines are
 kept in memory; a sink (the agent's log file) receives every line.
+
+Writing is deferred, as SONiC's sairedis recorder does: `record` only queues the call, and the
+lines are formatted by `flush`, which the agent calls when it has nothing else to do (and which
+reading `lines` implies). A FIB download makes tens of thousands of calls; formatting each one
+on the way to the kernel took a sixth of the time a route needs to get there.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from harness.sai.status import Status
 from harness.sai.types import format_oid
 
 TRACE_LINES = 2000
+MAX_PENDING = 100_000  # a switch that is never idle still writes its trace in bounded steps
 
 
 def _value(value: Any) -> str:
@@ -36,19 +42,34 @@ def _clock(second: int) -> str:
 class Trace:
     def __init__(self, sink: Callable[[str], None] | None = None,
                  keep: int = TRACE_LINES) -> None:
-        self.lines: deque[str] = deque(maxlen=keep)
+        self._lines: deque[str] = deque(maxlen=keep)
+        self._pending: list[tuple[float, str, Any, Any, dict[str, Any], Status, str]] = []
         self.sink = sink
         self.calls = 0
         self.failures = 0
 
-    def record(self, api: str, what: str, target: str, attrs: dict[str, Any],
+    def record(self, api: str, what: Any, target: Any, attrs: dict[str, Any],
                status: Status, note: str = "") -> None:
+        """Queue one call; `what` (an object type) and `target` (an OID or entry key) are
+        written as the trace shows them when the line is formatted."""
         self.calls += 1
         if not status.ok:
             self.failures += 1
-        shown = " ".join(f"{k}={_value(v)}" for k, v in attrs.items())
-        line = (f"{_clock(int(time.time()))} {api} {what} {target}"
-                f"{' ' + shown if shown else ''} -> {status}{f' ({note})' if note else ''}")
-        self.lines.append(line)
-        if self.sink is not None:
-            self.sink(line)
+        self._pending.append((time.time(), api, what, target, attrs, status, note))
+        if len(self._pending) >= MAX_PENDING:
+            self.flush()
+
+    def flush(self) -> None:
+        for when, api, what, target, attrs, status, note in self._pending:
+            shown = " ".join(f"{k}={_value(v)}" for k, v in attrs.items())
+            line = (f"{_clock(int(when))} {api} {what} {_value(target)}"
+                    f"{' ' + shown if shown else ''} -> {status}{f' ({note})' if note else ''}")
+            self._lines.append(line)
+            if self.sink is not None:
+                self.sink(line)
+        self._pending.clear()
+
+    @property
+    def lines(self) -> deque[str]:
+        self.flush()
+        return self._lines
