@@ -116,7 +116,8 @@ def test_sai_faults_degrade_the_node_and_main_never_forwards(lab: Lab) -> None:
         assert rows["leaf1"]["state"] == "degraded" and "not programmed" in rows["leaf1"]["sai"]
         assert rows["leaf1"]["bgp_up"] == rows["leaf1"]["bgp_total"] > 0  # FRR stays up
         assert rows["leaf2"]["state"] == "running"
-        assert "injected fault" in (lab.frr("leaf1").workdir / "sai.log").read_text()
+        wait_for("the failure in the trace file (written once a second)",
+                 lambda: "injected fault" in (lab.frr("leaf1").workdir / "sai.log").read_text())
     finally:
         assert labctl("sai", f"{NAME}/leaf1", "fault", "clear").returncode == 0
     wait_for("the retry", lambda: f"via {via}" in table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24"))
