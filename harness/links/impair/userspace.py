@@ -1,8 +1,9 @@
 """The userspace backend: where the kernel has no sch_netem, a forwarder process impairs.
 
 tc on the interface redirects every egress frame (clsact egress, u32 match-all, mirred) to a
-TAP that the engine owns; the engine sends each frame back out of the interface with
-PACKET_QDISC_BYPASS after holding it. Only impaired endpoints get the filter and the process.
+TAP that the engine owns; the engine takes each frame, with the kernel's timestamp, from a
+packet socket on the TAP and sends it back out of the interface with PACKET_QDISC_BYPASS after
+holding it (fl_impair.c says why). Only impaired endpoints get the filter and the process.
 The interface never changes state, so FRR sees nothing but the new delay; live changes go
 over the engine's control socket.
 
