@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
+
 from harness.lab import Lab, destroy_lab
 from harness.nodes.switch import fib_table
 from harness.paths import netns_name
@@ -51,7 +53,6 @@ topology:
 """
 GOAL = 2.0
 BENCH_PREFIXES = "10.200.0.0/14"  # the static routes only, not connected or BGP ones
-RTMGRP_IPV4_ROUTE = 0x40
 SO_RCVBUFFORCE, SO_ATTACH_FILTER = 33, 26  # Linux; Python's socket module names neither
 RTPROT_ZEBRA_STATIC = 196
 _BPF = struct.Struct("=HBBI")  # struct sock_filter: code, jt, jf, k

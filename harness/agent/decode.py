@@ -77,7 +77,7 @@ class RouteDelete:
 Event = NexthopUpdate | NexthopDelete | RouteUpdate | RouteDelete
 
 
-def attributes(data: bytes, offset: int) -> dict[int, bytes]:
+def _attributes(data: bytes, offset: int) -> dict[int, bytes]:
     """Type -> payload of the netlink attributes from `offset` on."""
     values = {}
     while offset + 4 <= len(data):
@@ -93,7 +93,7 @@ def _multipath(data: bytes) -> tuple[Hop, ...]:
     hops, offset = [], 0
     while offset + _RTNH.size <= len(data):
         length, _flags, weight, ifindex = _RTNH.unpack_from(data, offset)
-        gateway = attributes(data[offset:offset + length], _RTNH.size).get(RTA_GATEWAY)
+        gateway = _attributes(data[offset:offset + length], _RTNH.size).get(RTA_GATEWAY)
         hops.append(Hop(unpack_address(gateway) if gateway else None, ifindex, weight + 1))
         offset += (length + 3) & ~3
     return tuple(hops)
@@ -116,7 +116,7 @@ def _prefix(family: int, dst: bytes | None, dst_len: int) -> tuple[str, Network]
 def decode_route(msg_type: int, message: bytes) -> RouteUpdate | RouteDelete | None:
     family, dst_len, _src, _tos, table, protocol, _scope, rtype, _flags = \
         _RTMSG.unpack_from(message, 16)
-    values = attributes(message, 16 + _RTMSG.size)
+    values = _attributes(message, 16 + _RTMSG.size)
     if RTA_TABLE in values:
         table = struct.unpack("=I", values[RTA_TABLE])[0]
     if table != RT_TABLE_MAIN or family not in (socket.AF_INET, socket.AF_INET6):

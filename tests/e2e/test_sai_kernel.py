@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from ipaddress import IPv6Address, ip_network
 
 import pytest
+from pyroute2.netlink import NETLINK_ADD_MEMBERSHIP, SOL_NETLINK
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, remove_netns, rtnl_socket
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
@@ -23,8 +25,7 @@ from harness.sai.types import MySidKey, NeighborKey, ObjectType, RouteKey
 
 pytestmark = pytest.mark.e2e
 T = ObjectType
-RTMGRP_IPV4_ROUTE, RTNLGRP_NEXTHOP = 0x40, 32
-SOL_NETLINK, NETLINK_ADD_MEMBERSHIP = 270, 1
+RTNLGRP_NEXTHOP = 32  # uapi rtnetlink.h; pyroute2 does not name it
 NETNS = f"sai-kernel-{os.getpid()}"
 
 
