@@ -24,7 +24,7 @@ from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.frr import FRR_SBIN, FRR_STATE, Frr
 from harness.nodes.node import Node
 from harness.nodes.switch import Switch
-from harness.paths import frr_pathspace, lab_dir, labs_root
+from harness.paths import frr_pathspace, is_lab_name, lab_dir, labs_root
 from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
 from harness.runtime.netns import NetnsRuntime
@@ -114,8 +114,9 @@ class Lab:
         if self.dir.exists() or leftovers:
             raise LabError(f"lab {self.plan.name!r} already exists; run `labctl destroy "
                            f"{self.plan.name}` first")
-        (self.dir / "nodes").mkdir(parents=True)
-        self.journal.runtime(self.runtime.name)
+        self.dir.mkdir(parents=True)
+        self.journal.runtime(self.runtime.name)  # first: it marks the directory as a lab's
+        (self.dir / "nodes").mkdir()
         (self.dir / PLAN_FILE).write_text(self.plan.model_dump_json(indent=1))
 
     def _create_nodes_and_links(self, progress: Progress) -> None:
@@ -184,23 +185,38 @@ class Lab:
 def destroy_lab(name: str) -> bool:
     """Remove everything of lab `name` that exists: journal first, then a sweep by prefix.
 
-    Returns whether there was anything to remove."""
+    Returns whether there was anything to remove; returns only once every process of the lab
+    is gone. A directory under the labs root that is not a lab's is left alone."""
     directory = lab_dir(name)
     journal = Journal(directory / JOURNAL_FILE)
+    if directory.exists() and not is_lab_directory(directory):
+        raise LabError(f"{directory} is not a fabric-lab lab (no {PLAN_FILE} or {JOURNAL_FILE}"
+                       "); left it alone")
     runtime = RUNTIMES[journal.runtime_name() or "netns"](name, journal)
     existed = directory.exists() or bool(runtime.existing_nodes())
-    runtime.destroy()
-    kill_and_reap([p.pid for p in journal.processes() if p.alive()])
+    survivors = runtime.destroy()
+    survivors += kill_and_reap([p.pid for p in journal.processes() if p.alive()])
     leftovers = [*journal.paths(), *map(Path, glob.glob(f"{FRR_STATE}/{frr_pathspace(name, '')}*"))]
     for path in leftovers:
         shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
+    if survivors:
+        raise LabError(f"lab {name}: processes {survivors} did not exit after SIGKILL (stuck in "
+                       "the kernel?); everything else was removed, run destroy again later")
     return existed
+
+
+def is_lab_directory(directory: Path) -> bool:
+    """A lab's directory holds its journal or plan; a deploy killed right after creating it
+    leaves it empty."""
+    return any((directory / f).exists() for f in (PLAN_FILE, JOURNAL_FILE)) or \
+        not any(directory.iterdir())
 
 
 def lab_names() -> list[str]:
     """Labs with a directory or with namespaces (a deploy killed before writing its plan)."""
-    on_disk = {p.name for p in labs_root().glob("*") if p.is_dir()}
+    on_disk = {p.name for p in labs_root().glob("*")
+               if p.is_dir() and is_lab_name(p.name) and is_lab_directory(p)}
     return sorted(on_disk | NetnsRuntime.all_lab_names())
 
 

@@ -1,11 +1,35 @@
-"""Where labs live on disk: one directory per lab, like containerlab's clab-<name>/."""
+"""Where labs live on disk: one directory per lab, like containerlab's clab-<name>/.
+
+Every way a lab name reaches the code (a command's argument, `--name`, a topology file, the
+pytest plugin, `Lab.open`) goes through `lab_dir`, and so through the one lab-name rule: a name
+is never a path, so no command can resolve to (or remove) anything outside the labs root.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+from harness.errors import LabError
+
 NETNS_PREFIX = "fl"
+LAB_NAME_MAX = 24
+# No dots: namespace names `fl.<lab>.<node>` stay unambiguous, and '.', '..' and paths are out.
+LAB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+LAB_NAME_RULE = f"up to {LAB_NAME_MAX} letters, digits, '-' or '_', starting with a letter or digit"
+_LAB_NAME = re.compile(LAB_NAME_PATTERN)
+
+
+def is_lab_name(name: str) -> bool:
+    return len(name) <= LAB_NAME_MAX and bool(_LAB_NAME.match(name))
+
+
+def check_lab_name(name: str) -> str:
+    if not is_lab_name(name):
+        raise LabError(f"{name!r} is not a lab name: a lab name is {LAB_NAME_RULE}; "
+                       "to name a lab by its topology file use `-t FILE`")
+    return name
 
 
 def labs_root() -> Path:
@@ -14,7 +38,7 @@ def labs_root() -> Path:
 
 
 def lab_dir(lab: str) -> Path:
-    return labs_root() / lab
+    return labs_root() / check_lab_name(lab)
 
 
 def node_dir(lab: str, node: str) -> Path:
@@ -27,7 +51,7 @@ def netns_name(lab: str, node: str) -> str:
 
 
 def lab_netns_prefix(lab: str) -> str:
-    return f"{NETNS_PREFIX}.{lab}."
+    return f"{NETNS_PREFIX}.{check_lab_name(lab)}."
 
 
 def frr_pathspace(lab: str, node: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 
-from harness.cli.inspect import resolve_lab
+from harness.cli.labref import open_lab
 from harness.lab import Lab
 
 
@@ -23,7 +23,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def lab_and_node(target: str) -> tuple[Lab, str]:
     lab_name, _, node = target.rpartition("/")
-    lab = resolve_lab(lab_name or None)
+    lab = open_lab(lab_name or None)
     lab.node(node)  # a clear error for an unknown node
     return lab, node
 

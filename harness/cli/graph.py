@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.cli.inspect import resolve_lab
+from harness.cli.labref import open_lab
 from harness.graph import FORMATS
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def graph(args: argparse.Namespace) -> int:
     source = Path(args.name)
     plan = augment(load_file(source)) if source.suffix in (".yml", ".yaml") else (
-        resolve_lab(args.name).plan)
+        open_lab(args.name).plan)
     text = FORMATS[args.format](plan)
     if args.output:
         Path(args.output).write_text(text)

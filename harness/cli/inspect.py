@@ -8,8 +8,8 @@ import json
 from rich.table import Table
 
 from harness.cli.console import make_console
-from harness.errors import LabError
-from harness.lab import Lab, lab_names
+from harness.cli.labref import add_lab_arguments, open_lab
+from harness.lab import Lab
 from harness.status import lab_status
 
 out = make_console()
@@ -20,19 +20,9 @@ _BASE_COLUMNS = ("node", "role", "kind", "plane", "asn", "loopback4", "loopback6
 
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("inspect", help="nodes of a lab and their state")
-    p.add_argument("name", nargs="?", help="lab name (default: the only lab)")
+    add_lab_arguments(p, "the lab (default: the only lab)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=inspect)
-
-
-def resolve_lab(name: str | None) -> Lab:
-    """A lab by name, or the only one that exists."""
-    if name is None:
-        names = lab_names()
-        if len(names) != 1:
-            raise LabError(f"name a lab: {', '.join(names) or 'none exist'}")
-        name = names[0]
-    return Lab.open(name)
 
 
 def print_inspect(lab: Lab) -> None:
@@ -53,7 +43,7 @@ def print_inspect(lab: Lab) -> None:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    lab = resolve_lab(args.name)
+    lab = open_lab(args.name, args.topology)
     if args.json:
         print(json.dumps({"lab": lab.plan.name, "dir": str(lab.dir), "nodes": lab_status(lab)},
                          indent=2))

@@ -10,6 +10,7 @@ import sys
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cli.console import make_console
+from harness.cli.labref import add_lab_arguments, lab_name, open_lab
 from harness.errors import LabError
 from harness.lab import Lab, destroy_lab, lab_names
 from harness.lab import Progress as DeployProgress
@@ -31,16 +32,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=deploy)
 
     p = commands.add_parser("destroy", help="remove a lab completely (also a crashed one)")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("name", nargs="?")
-    target.add_argument("--all", action="store_true", help="every fabric-lab lab on this host")
+    add_lab_arguments(p, "the lab to remove")
+    p.add_argument("--all", action="store_true", help="every fabric-lab lab on this host")
     p.set_defaults(run=destroy)
 
     p = commands.add_parser("list", help="labs on this host")
     p.set_defaults(run=list_labs)
 
     p = commands.add_parser("save", help="write each node's FRR running config into the lab dir")
-    p.add_argument("name")
+    add_lab_arguments(p, "the lab to save")
     p.set_defaults(run=save)
 
 
@@ -97,7 +97,9 @@ def _as_typed() -> str:
 
 def destroy(args: argparse.Namespace) -> int:
     require_root()
-    names = lab_names() if args.all else [args.name]
+    if args.all == (args.name is not None or args.topology is not None):
+        raise LabError("name one lab (NAME, FILE or -t FILE) or use --all")
+    names = lab_names() if args.all else [lab_name(args.name, args.topology)]
     for name in names:
         out.print(f"destroyed {name}" if destroy_lab(name) else f"{name}: nothing to destroy")
     return 0
@@ -110,7 +112,7 @@ def list_labs(args: argparse.Namespace) -> int:
 
 
 def save(args: argparse.Namespace) -> int:
-    lab = Lab.open(args.name)
+    lab = open_lab(args.name, args.topology)
     for name in lab.nodes:
         frr = lab.frr(name)
         target = frr.workdir / "running.conf"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from rich.table import Table
 
 from harness.cli.console import make_console
-from harness.cli.inspect import resolve_lab
+from harness.cli.labref import open_lab
 from harness.cli.lifecycle import require_root
 from harness.errors import LabError
 from harness.lab import Lab, lab_names, plan_of
@@ -69,7 +69,7 @@ def parse_target(target: str) -> tuple[Lab, Endpoint]:
     if not (node and sep and iface):
         raise LabError(f"{target!r} is not an endpoint; write [LAB/]NODE:IFACE, e.g. "
                        "leaf1:eth1")
-    return resolve_lab(lab or None), Endpoint(node=node, iface=iface)
+    return open_lab(lab or None), Endpoint(node=node, iface=iface)
 
 
 def set_impairment(args: argparse.Namespace) -> int:
@@ -128,7 +128,7 @@ def show(args: argparse.Namespace) -> int:
 def clear(args: argparse.Namespace) -> int:
     require_root()
     if args.all:
-        lab = resolve_lab(args.target)
+        lab = open_lab(args.target)
         cleared = impair.clear_all(lab)
         out.print(f"{lab.plan.name}: cleared {len(cleared)} endpoint(s)")
         return 0

@@ -34,5 +34,6 @@ class Runtime(Protocol):
     def existing_nodes(self) -> list[str]:
         """Nodes of this lab that exist right now (also ones no journal knows)."""
 
-    def destroy(self) -> None:
-        """Remove every node of the lab and every process running in them."""
+    def destroy(self) -> list[int]:
+        """Remove every node of the lab and every process running in them; return the pids
+        that survived SIGKILL."""

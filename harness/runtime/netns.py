@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
-from harness.paths import NETNS_PREFIX, lab_netns_prefix, netns_name
+from harness.paths import NETNS_PREFIX, is_lab_name, lab_netns_prefix, netns_name
 from harness.runtime.journal import Journal
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
@@ -48,17 +48,18 @@ class NetnsRuntime:
         prefix = lab_netns_prefix(self.lab)
         return [n.removeprefix(prefix) for n in list_netns() if n.startswith(prefix)]
 
-    def destroy(self) -> None:
+    def destroy(self) -> list[int]:
         prefix = lab_netns_prefix(self.lab)
         names = {n for n in list_netns() if n.startswith(prefix)}
         names |= {n for n in self.journal.namespaces() if n.startswith(prefix)}
         paths = [f"{NETNS_RUN_DIR}/{n}" for n in names]
-        kill_and_reap(pids_in_namespaces(namespace_ids(paths)))
+        survivors = kill_and_reap(pids_in_namespaces(namespace_ids(paths)))
         for name in names:
             remove_netns(name)
+        return survivors
 
     @staticmethod
     def all_lab_names() -> set[str]:
         """Labs that own at least one namespace, journal or not (for `destroy --all`)."""
-        return {n.split(".")[1] for n in list_netns()
-                if n.startswith(NETNS_PREFIX + ".") and n.count(".") >= 2}
+        return {lab for n in list_netns() if n.startswith(NETNS_PREFIX + ".")
+                and n.count(".") >= 2 and is_lab_name(lab := n.split(".")[1])}

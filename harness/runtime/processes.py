@@ -32,21 +32,24 @@ def pids_in_namespaces(ids: set[tuple[int, int]]) -> list[int]:
 
 
 def kill_and_reap(pids: Iterable[int], sig: signal.Signals = signal.SIGKILL,
-                  timeout: float = 5.0) -> None:
-    """Signal every pid and wait until all are gone (or `timeout` passes)."""
+                  timeout: float = 30.0) -> list[int]:
+    """Signal every pid and wait until all are gone; return those still there at `timeout`
+    (a process stuck in the kernel), so a caller can say so instead of returning early."""
     pending = set(pids) - {os.getpid()}
     for pid in pending:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
     deadline = time.monotonic() + timeout
-    while pending and time.monotonic() < deadline:
+    while pending:
         for pid in list(pending):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)  # our own children must be reaped to vanish
             if not os.path.exists(f"/proc/{pid}") or _is_zombie(pid):
                 pending.discard(pid)
-        if pending:
-            time.sleep(0.02)
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    return sorted(pending)
 
 
 def _is_zombie(pid: int) -> bool:

@@ -7,13 +7,13 @@ and every host has its own, and super-spines share one. A node's own `asn` wins.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv6Address, ip_network
 
 from harness.errors import TopologyError, TopologyProblem
 from harness.links.fibre import one_way_delay_us
+from harness.paths import LAB_NAME_RULE, is_lab_name
 from harness.topology.loader import LoadedTopology
 from harness.topology.plan import (
     BfdPlan,
@@ -25,7 +25,7 @@ from harness.topology.plan import (
     NodePlan,
     Session,
 )
-from harness.topology.schema import NAME_PATTERN, LinkSpec, NodeSpec, Role
+from harness.topology.schema import LinkSpec, NodeSpec, Role
 from harness.topology.validate import split_endpoint, validate
 
 DEFAULT_MTU = 1500
@@ -79,10 +79,10 @@ def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
     """`name` overrides the file's lab name (deploy --name), e.g. for two copies side by side."""
     nodes = validate(loaded)
     spec = loaded.spec
-    if name is not None and (not re.match(NAME_PATTERN, name) or len(name) > 24):
+    if name is not None and not is_lab_name(name):
         raise TopologyError([TopologyProblem(
             f"lab name {name!r} is not usable", key="--name", file=loaded.source.file,
-            fix="use up to 24 letters, digits, '-' or '_'")])
+            fix=f"use {LAB_NAME_RULE}")])
     asns = asn_plan(nodes, spec.bgp.asn_base)
     loopbacks = loopback_plan(nodes, str(spec.addressing.loopback4),
                               str(spec.addressing.loopback6))
