@@ -13,11 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from harness.errors import FabricLabError
 from harness.topology.augment import augment
-from harness.topology.loader import load_text
+from harness.topology.loader import dump_yaml, load_text
 from harness.topology.plan import LabPlan
 from harness.topology.units import parse_duration_us
 
@@ -129,8 +127,7 @@ def render(p: FpfParams) -> str:
             f"{p.leaves_per_plane} --spines-per-plane {p.spines_per_plane} --hosts {p.hosts}"
             f"{f' --host-echo {p.host_echo}' if p.host_echo else ''}"
             f"{f' --name {p.name}' if p.name else ''}\n")
-    return head + yaml.safe_dump(generate(p), sort_keys=False, default_flow_style=None,
-                                 width=100)
+    return head + dump_yaml(generate(p))
 
 
 def plan(p: FpfParams) -> LabPlan:

@@ -1,19 +1,25 @@
-"""Load a topology file: YAML -> Python data with a line for every key -> schema.
+"""Load a topology file: YAML 1.2 -> Python data with a line for every key -> schema.
 
-PyYAML forgets where a value came from and silently keeps the last of two duplicate keys, so
-the loader walks the composed node tree itself: it records the line of every key path and
-refuses duplicates. Schema errors are then reported at the line of the key they name.
+YAML 1.2 (ruamel.yaml), not 1.1: a node named `no` or `on` stays a name, `1:30` stays text and
+`010` is ten, not eight. A constructed document forgets where a value came from and keeps the
+last of two duplicate keys, so the loader walks the composed node tree itself: it records the
+line of every key path and refuses duplicates. Keys are names, so a plain key is taken as it
+is written (`010:` is the node `010`). Schema errors are reported at the line of their key.
 """
 
 from __future__ import annotations
 
 import difflib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.constructor import BaseConstructor
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import TopologyError, TopologyProblem
 from harness.topology.schema import TopologyFile
@@ -47,17 +53,23 @@ def dotted(path: KeyPath) -> str:
     return text
 
 
-def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, src: SourceMap,
+def _key(node: Node) -> str | None:
+    """A mapping key as the name it is: the text of a scalar, as written."""
+    return node.value if isinstance(node, ScalarNode) and node.value != "" else None
+
+
+def _walk(constructor: BaseConstructor, node: Node, path: KeyPath, src: SourceMap,
           problems: list[TopologyProblem]) -> Any:
     src.lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        result: dict[Any, Any] = {}
+    if isinstance(node, MappingNode):
+        result: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if not isinstance(key, str | int | float | bool) or key is None:
-                problems.append(src.problem(path, f"key {key!r} is not a plain name"))
+            key = _key(key_node)
+            if key is None:
+                problems.append(TopologyProblem(
+                    "a key here must be a plain name", key=dotted(path), file=src.file,
+                    line=key_node.start_mark.line + 1, fix="write a name such as leaf1"))
                 continue
-            key = str(key)
             child = (*path, key)
             if key in result:
                 problems.append(TopologyProblem(
@@ -66,28 +78,27 @@ def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, src: SourceMa
                     fix="YAML keeps only the last one; rename or remove one of them"))
                 continue
             src.lines[child] = key_node.start_mark.line + 1
-            result[key] = _walk(loader, value_node, child, src, problems)
+            result[key] = _walk(constructor, value_node, child, src, problems)
         return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(loader, item, (*path, i), src, problems) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    if isinstance(node, SequenceNode):
+        return [_walk(constructor, item, (*path, i), src, problems)
+                for i, item in enumerate(node.value)]
+    return constructor.construct_object(node, deep=True)
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     src = SourceMap(file, {})
-    loader = yaml.SafeLoader(text)
+    yaml = YAML(typ="safe", pure=True)
     problems: list[TopologyProblem] = []
     try:
-        node = loader.get_single_node()
-        data = None if node is None else _walk(loader, node, (), src, problems)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        reason = getattr(exc, "problem", None) or str(exc)
+        node = yaml.compose(text)
+        data = None if node is None else _walk(yaml.constructor, node, (), src, problems)
+    except YAMLError as exc:
+        mark = exc.problem_mark if isinstance(exc, MarkedYAMLError) else None
+        reason = (exc.problem if isinstance(exc, MarkedYAMLError) else None) or str(exc)
         raise TopologyError([TopologyProblem(
             f"not valid YAML: {reason}", file=file, line=mark.line + 1 if mark else None,
             fix="check indentation and quoting near that line")]) from exc
-    finally:
-        loader.dispose()
     if problems:
         raise TopologyError(problems)
     return data, src
@@ -164,6 +175,17 @@ def load_text(text: str, file: str = "<topology>") -> LoadedTopology:
     except ValidationError as exc:
         raise TopologyError(schema_problems(exc, src)) from None
     return LoadedTopology(spec, src)
+
+
+def dump_yaml(data: Any) -> str:
+    """YAML 1.2 text that `load_text` reads back as `data` (generators and exports)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = None
+    yaml.width = 100
+    yaml.sort_base_mapping_type_on_output = False
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()
 
 
 def load_file(path: str | Path) -> LoadedTopology:

@@ -25,13 +25,22 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from harness.paths import LAB_NAME_MAX, LAB_NAME_PATTERN
 from harness.topology.units import parse_duration_us, parse_percent, parse_rate_bps
-
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 
 DurationUs = Annotated[float, BeforeValidator(parse_duration_us)]
 RateBps = Annotated[int, BeforeValidator(parse_rate_bps)]
 Percent = Annotated[float, BeforeValidator(parse_percent)]
+
+
+def _as_text(value: object) -> object:
+    """A label is text, as in containerlab: `rack: 3` means "3", `on: true` means "true"."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value) if isinstance(value, int | float) else value
+
+
+Text = Annotated[str, BeforeValidator(_as_text)]
 
 
 class Role(StrEnum):
@@ -62,7 +71,7 @@ class NodeSpec(_Strict):
 
     kind: Kind | None = None
     image: str | None = Field(None, description="container image (docker runtime only)")
-    labels: dict[str, str] = {}
+    labels: dict[str, Text] = {}
     group: str | None = None
     exec: list[str] = Field([], description="commands run inside the node after deploy")
     role: Role | None = None
@@ -117,7 +126,7 @@ class BgpSettings(_Strict):
 
 
 class TopologyFile(_Strict):
-    name: str = Field(pattern=NAME_PATTERN, max_length=24)
+    name: str = Field(pattern=LAB_NAME_PATTERN, max_length=LAB_NAME_MAX)
     addressing: Addressing = Addressing()
     bgp: BgpSettings = BgpSettings()
     topology: TopologySpec

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import TopologyError
 from harness.topology.augment import augment
-from harness.topology.loader import load_text
+from harness.topology.loader import dump_yaml, load_text
 from harness.topology.plan import LabPlan
 
 names = st.sampled_from(["a", "b", "leaf1", "spine1", "x.y", "", "host-9"])
@@ -46,7 +45,7 @@ def _outcome(text: str) -> LabPlan | TopologyError:
 @settings(max_examples=300, deadline=None)
 @given(topologies)
 def test_structured_topologies_never_crash(data: dict) -> None:
-    _outcome(yaml.safe_dump(data))
+    _outcome(dump_yaml(data))
 
 
 @settings(max_examples=300, deadline=None)
