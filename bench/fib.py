@@ -104,7 +104,7 @@ def load_routes(lab: Lab, node: str, count: int, gateway: str) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False) as f:
         f.write("\n".join(lines) + "\n")
     frr = lab.frr(node)
-    subprocess.run(["vtysh", "--vty_socket", str(frr.run_dir), "-f", f.name], check=True,
+    subprocess.run(frr.vtysh_argv("-f", f.name), check=True,
                    capture_output=True, timeout=1800)
     Path(f.name).unlink()
     configured = frr.vtysh("show running-config").count("\nip route ")

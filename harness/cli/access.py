@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 
 from harness.cli.labref import open_lab
 from harness.lab import Lab
@@ -36,8 +35,5 @@ def exec_node(args: argparse.Namespace) -> int:
 
 def vtysh(args: argparse.Namespace) -> int:
     lab, node = lab_and_node(args.node)
-    frr = lab.frr(node)
-    argv = ["vtysh", "--vty_socket", str(frr.run_dir)]
-    for command in args.commands:
-        argv += ["-c", command]
-    return subprocess.call(argv)
+    commands = [a for c in args.commands for a in ("-c", c)]
+    return lab.runtime.interactive(node, lab.frr(node).vtysh_argv(*commands))

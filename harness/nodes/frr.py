@@ -1,8 +1,10 @@
 """FRR inside a node: zebra, bgpd, bfdd and staticd with a per-node pathspace.
 
-Every daemon gets `-N <netns name>` plus explicit socket, pid and log paths under the node's
-directory, so many FRR instances coexist on one host and `destroy` finds all their files.
-Configuration is one integrated frr.conf applied through vtysh, as `frrinit.sh` does.
+Every daemon gets `-N <netns name>` plus explicit socket, pid, log and config paths under the
+node's directory, so many FRR instances coexist on one host and `destroy` finds all their
+files. Configuration is one integrated frr.conf applied through vtysh, as `frrinit.sh` does;
+every vtysh runs with the node's directory as its config dir, so `write memory` saves the
+node's frr.conf in the lab and never the host's own /etc/frr.
 """
 
 from __future__ import annotations
@@ -47,12 +49,25 @@ class Frr:
             d.mkdir(parents=True, exist_ok=True)
             shutil.chown(d, "frr", "frr")
         self.config_file.write_text(config)
+        # vtysh reads this from its config dir: saves go to the integrated frr.conf beside it.
+        (self.workdir / "vtysh.conf").write_text("service integrated-vtysh-config\n")
+        for daemon in DAEMONS:  # read at start (empty: frr.conf is applied through vtysh)
+            self.daemon_config(daemon).touch()
+
+    def daemon_config(self, daemon: str) -> Path:
+        """A daemon's own config file, where a `write file` on its vty would land."""
+        return self.run_dir / f"{daemon}.conf"
 
     def daemon_argv(self, daemon: str, extra: tuple[str, ...] = ()) -> list[str]:
         return [str(FRR_SBIN / daemon), "-d", "-N", self.pathspace, "-u", "frr", "-g", "frr",
                 "--vty_socket", str(self.run_dir), "-z", str(self.run_dir / "zserv.api"),
-                "-i", str(self.run_dir / f"{daemon}.pid"), "-f", "/dev/null",
+                "-i", str(self.run_dir / f"{daemon}.pid"), "-f", str(self.daemon_config(daemon)),
                 "--log", f"file:{self.log_dir / daemon}.log", *extra]
+
+    def vtysh_argv(self, *args: str) -> list[str]:
+        """vtysh bound to this node: its daemons' sockets and its directory as config dir."""
+        return ["vtysh", "--vty_socket", str(self.run_dir), "--config_dir", str(self.workdir),
+                *args]
 
     def start(self, journal: Journal, zebra_args: tuple[str, ...] = ()) -> None:
         """Start zebra first (the others connect to its zserv socket), then the rest."""
@@ -92,9 +107,9 @@ class Frr:
 
     def _vtysh_process(self, args: list[str],
                        timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """vtysh runs inside the node, so a killed deploy leaves no vtysh outside the lab."""
         try:
-            return subprocess.run(["vtysh", "--vty_socket", str(self.run_dir), *args],
-                                  capture_output=True, text=True, timeout=timeout)
+            return self.node.cmd(*self.vtysh_argv(*args), timeout=timeout)
         except subprocess.TimeoutExpired:
             raise LabError(f"{self.node.name}: vtysh {' '.join(args)} did not answer within "
                            f"{timeout:.0f}s; the node's FRR is stuck or the host is overloaded "
