@@ -35,12 +35,12 @@ build/fl-impair: harness/links/impair/fl_impair.c
 	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
 
 lab: setup
-	@name=$$(sed -n 's/^name: *//p' $(DEFAULT_LAB) | head -1); \
-	if $(LABCTL) list | grep -qx "$$name"; then $(LABCTL) destroy "$$name"; fi
+	$(LABCTL) destroy -t $(DEFAULT_LAB)
 	$(LABCTL) deploy $(DEFAULT_LAB)
 
+# Only the lab `make lab` deployed: other labs on this host (other users', tests') are theirs.
 destroy: setup
-	$(LABCTL) destroy --all
+	$(LABCTL) destroy -t $(DEFAULT_LAB)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -12,8 +12,10 @@ Run as root: `make bench` (installs Debian's mininet) or `.venv/bin/python bench
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -26,8 +28,10 @@ sys.path.insert(0, str(REPO))
 
 from harness.lab import Lab, destroy_lab  # noqa: E402
 from harness.paths import lab_netns_prefix  # noqa: E402
+from harness.runtime import scratch  # noqa: E402
 from harness.runtime.nsenter import list_netns  # noqa: E402
 from harness.runtime.processes import namespace_ids, pids_in_namespaces  # noqa: E402
+from harness.runtime.scratch import scratch_name  # noqa: E402
 from harness.topology.augment import augment  # noqa: E402
 from harness.topology.loader import load_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402
@@ -71,7 +75,7 @@ def clos_yaml(spines: int, leaves: int, hosts_per_leaf: int) -> str:
 
 
 def shell_script(plan: LabPlan) -> str:
-    ns = {n.name: f"shb.{n.name}" for n in plan.nodes}
+    ns = {n.name: scratch_name(f"floor-{n.name}") for n in plan.nodes}
     lines = ["set -e"]
     lines += [f"ip netns add {ns[n.name]}" for n in plan.nodes]
     for link in plan.links:
@@ -101,30 +105,35 @@ def run_labctl(topology: Path) -> float:
 def run_shell(plan: LabPlan, workdir: Path) -> float:
     script = workdir / "floor.sh"
     script.write_text(shell_script(plan))
-    seconds = timed(["bash", str(script)])
-    for name in list_netns():
-        if name.startswith("shb."):
-            subprocess.run(["ip", "netns", "del", name], check=False)
-    return seconds
+    try:
+        return timed(["bash", str(script)])
+    finally:
+        scratch.remove([n for n in list_netns() if n.startswith(scratch_name("floor-"))])
 
 
 def run_mininet(plan: LabPlan, workdir: Path) -> float | None:
+    """Mininet's own `net.stop()` removes what it built; never its global cleanup, which
+    deletes the host's /tmp/*.log and kills processes by name. Its session ends either way."""
     if not Path("/usr/bin/mn").exists():
         return None
     plan_file = workdir / "plan.json"
     plan_file.write_text(plan.model_dump_json())
     start = time.perf_counter()
     proc = subprocess.Popen(["/usr/bin/python3", "-c", MININET_BUILD, str(plan_file)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
     assert proc.stdout and proc.stdin
-    if proc.stdout.readline().strip() != "built":
-        raise RuntimeError("mininet build failed")
-    seconds = time.perf_counter() - start
-    proc.stdin.write("\n")
-    proc.stdin.flush()
-    proc.wait(timeout=300)
-    subprocess.run(["mn", "-c"], capture_output=True, check=False)
-    return seconds
+    try:
+        if proc.stdout.readline().strip() != "built":
+            raise RuntimeError("mininet build failed")
+        seconds = time.perf_counter() - start
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        proc.wait(timeout=300)
+        return seconds
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def memory_per_node(lab: Lab) -> tuple[float, float]:

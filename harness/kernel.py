@@ -7,15 +7,12 @@ seg6 route. Results are cached per process. Fallbacks elsewhere read from here a
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import cache
 
-from harness.runtime.nsenter import create_netns, remove_netns
-
-PROBE_NETNS = f"fldoctor-{os.getpid()}"
+from harness.runtime.scratch import scratch_netns
 
 # feature -> commands run in the probe namespace; the feature exists if all succeed.
 _PROBES: dict[str, list[list[str]]] = {
@@ -55,24 +52,21 @@ class Feature:
     detail: str
 
 
-def _in_probe(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "netns", "exec", PROBE_NETNS, *argv], capture_output=True,
+def _in_probe(netns: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", netns, *argv], capture_output=True,
                           text=True, timeout=10)
 
 
 def _probe(name: str) -> Feature:
-    create_netns(PROBE_NETNS)
-    try:
+    with scratch_netns(f"probe-{name}") as netns:
         for argv in _SETUP:
-            _in_probe(argv)
+            _in_probe(netns, argv)
         for argv in _PROBES[name]:
-            out = _in_probe(argv)
+            out = _in_probe(netns, argv)
             if out.returncode != 0:
                 return Feature(name, False, (out.stderr or out.stdout).strip().splitlines()[0]
                                if (out.stderr or out.stdout).strip() else f"exit {out.returncode}")
         return Feature(name, True, "works")
-    finally:
-        remove_netns(PROBE_NETNS)
 
 
 @cache

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -14,9 +13,9 @@ import pytest
 from pyroute2.netlink import NETLINK_ADD_MEMBERSHIP, SOL_NETLINK
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
-from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, remove_netns, rtnl_socket
-from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.runtime.nsenter import NETNS_RUN_DIR, rtnl_socket
 from harness.runtime.rtnl_batch import split
+from harness.runtime.scratch import scratch_name, scratch_netns
 from harness.sai.kernel import SAI_TABLE, KernelBackend
 from harness.sai.netlink import RTM_DELNEXTHOP, RTM_DELROUTE
 from harness.sai.status import Status
@@ -26,7 +25,7 @@ from harness.sai.types import MySidKey, NeighborKey, ObjectType, RouteKey
 pytestmark = pytest.mark.e2e
 T = ObjectType
 RTNLGRP_NEXTHOP = 32  # uapi rtnetlink.h; pyroute2 does not name it
-NETNS = f"sai-kernel-{os.getpid()}"
+NETNS = scratch_name("sai-kernel")
 
 
 def sh(*argv: str) -> str:
@@ -36,18 +35,14 @@ def sh(*argv: str) -> str:
 
 @pytest.fixture
 def netns() -> Iterator[str]:
-    path = create_netns(NETNS)
-    try:
+    with scratch_netns("sai-kernel") as name:
         for cmd in (["ip", "link", "add", "eth1", "type", "veth", "peer", "name", "peer1"],
                     ["ip", "link", "set", "eth1", "up"], ["ip", "link", "set", "peer1", "up"],
                     ["ip", "addr", "add", "10.1.0.0/31", "dev", "eth1"],
                     ["ip", "-6", "addr", "add", "fd00:1::/127", "dev", "eth1", "nodad"],
                     ["ip", "rule", "add", "pref", "1000", "lookup", str(SAI_TABLE)]):
             sh(*cmd)
-        yield path
-    finally:
-        kill_and_reap(pids_in_namespaces(namespace_ids([f"{NETNS_RUN_DIR}/{NETNS}"])))
-        remove_netns(NETNS)
+        yield f"{NETNS_RUN_DIR}/{name}"
 
 
 def switch(path: str, warm: bool = False) -> tuple[SaiSwitch, int, int]:
