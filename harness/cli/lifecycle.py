@@ -14,6 +14,7 @@ from harness.cli.labref import add_lab_arguments, lab_name, open_lab
 from harness.errors import LabError
 from harness.lab import Lab, destroy_lab, lab_names
 from harness.lab import Progress as DeployProgress
+from harness.runtime import scratch
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 
@@ -102,6 +103,9 @@ def destroy(args: argparse.Namespace) -> int:
     names = lab_names() if args.all else [lab_name(args.name, args.topology)]
     for name in names:
         out.print(f"destroyed {name}" if destroy_lab(name) else f"{name}: nothing to destroy")
+    if args.all:
+        for netns in scratch.sweep_stale():
+            out.print(f"removed scratch namespace {netns} (its probe or test was killed)")
     return 0
 
 
