@@ -31,6 +31,7 @@ from harness.faults import Faults
 from harness.lab import Lab, Progress, destroy_lab
 from harness.runtime.processes import namespace_ids, pids_in_namespaces
 from harness.spray.control import spraying_hosts, wait_spray
+from harness.stats import percentile
 from harness.testing import plan_from
 from harness.topology.plan import LabPlan
 from harness.traffic.flow import run_flow
@@ -95,11 +96,6 @@ def rss_kib(lab: Lab, node: str) -> int:
         except OSError:
             continue
     return total
-
-
-def percentile(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
 
 
 def failover_trials(lab: Lab, trials: int) -> list[dict[str, float]]:

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.stats import percentile
+
 PERCENTILES = (50, 90, 99)
 
 
@@ -43,13 +45,6 @@ class FlowResult:
     def covers(self, monotonic_ns: int) -> bool:
         """Did this flow run at that instant?"""
         return self.start_ns <= monotonic_ns <= self.start_ns + self.duration_s * 1e9
-
-
-def percentile(sorted_values: Sequence[float], pct: float) -> float:
-    if not sorted_values:
-        return 0.0
-    rank = min(len(sorted_values) - 1, max(0, round(pct / 100 * (len(sorted_values) - 1))))
-    return sorted_values[rank]
 
 
 def analyse(src: str, dst: str, send_ns: Sequence[int], arrivals: Mapping[str, Sequence[Any]],
@@ -84,8 +79,8 @@ def analyse(src: str, dst: str, send_ns: Sequence[int], arrivals: Mapping[str, S
     return FlowResult(
         src=src, dst=dst, sent=len(send_ns), received=len(seen), lost=len(lost),
         duplicates=duplicates, reordered=reordered,
-        latency_us={**{f"p{p}": percentile(latencies, p) for p in PERCENTILES},
-                    "max": latencies[-1] if latencies else 0.0},
+        latency_us={**{f"p{p}": percentile(latencies, p) if latencies else 0.0
+                       for p in PERCENTILES}, "max": latencies[-1] if latencies else 0.0},
         per_nic=dict(sorted(per_nic.items())), per_plane=_by_plane(per_nic, plane_of_nic),
         per_plane_after_outage=_by_plane(after, plane_of_nic),
         outage_ms=round(outage, 3),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.traffic.analysis import analyse, percentile
+from harness.traffic.analysis import analyse
 
 RATE = 1000  # 1 ms between packets
 PLANES = {f"eth{p + 1}": p for p in range(4)}
@@ -46,5 +46,7 @@ def test_flow_covers_its_own_time_span_only():
     assert r.covers(send[50]) and not r.covers(send[0] - 1) and not r.covers(send[-1] + 1)
 
 
-def test_percentile_uses_the_nearest_rank():
-    assert percentile([1, 2, 3, 4, 5], 50) == 3 and percentile([], 99) == 0.0
+def test_a_flow_with_nothing_received_reports_zero_latency():
+    result = analyse("a", "b", [0, 10], {"seq": [], "sent_ns": [], "recv_ns": [], "nic": []},
+                     {}, 1000.0)
+    assert result.lost == 2 and result.latency_us["p99"] == 0.0

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from harness.errors import LabError
 from harness.nodes.node import Node
+from harness.stats import percentile
 
 _TIME = re.compile(r"time=([0-9.]+) ms")
 _SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
@@ -27,14 +28,6 @@ class PingResult:
 
     def percentile(self, q: float) -> float:
         return percentile(self.rtts_us, q)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile, q in [0, 100]."""
-    if not values:
-        raise ValueError("no samples")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 def ping(node: Node, address: str, count: int, interval_s: float = 0.002,
