@@ -45,7 +45,9 @@ destroy: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# Unit tests as `nobody` first (they must need no root), then everything as root.
 test: setup lint
+	bash tests/tools/unit-unprivileged.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: EXTRA_DEBS := $(BENCH_DEB_PACKAGES)
