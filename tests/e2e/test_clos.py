@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import stat
+import subprocess
 
 import pytest
 
@@ -47,11 +50,12 @@ def test_ping_between_every_host_pair(clos_lab: Lab, family: str) -> None:
         assert out.returncode == 0, f"{a} -> {b} ({target}): {out.stdout}{out.stderr}"
 
 
-def test_tcp_between_every_host_pair(clos_lab: Lab) -> None:
+@pytest.mark.parametrize("family", ["loopback4", "loopback6"])
+def test_tcp_between_every_host_pair(clos_lab: Lab, family: str) -> None:
     names = hosts(clos_lab)
     servers = {}
     for b in names:
-        addr = clos_lab.plan.node(b).loopback4
+        addr = getattr(clos_lab.plan.node(b), family)
         servers[b] = clos_lab.node(b).popen(
             ["python3", "-c", TCP_ECHO_SERVER, addr, str(len(names) - 1)],
             stdout=-1, text=True)
@@ -60,7 +64,7 @@ def test_tcp_between_every_host_pair(clos_lab: Lab) -> None:
         for a, b in itertools.permutations(names, 2):
             word = f"{a}-to-{b}"
             out = clos_lab.node(a).cmd("python3", "-c", TCP_CLIENT,
-                                       clos_lab.plan.node(b).loopback4, word)
+                                       getattr(clos_lab.plan.node(b), family), word)
             assert out.stdout.strip() == word, out.stderr
     finally:
         for proc in servers.values():
@@ -96,6 +100,19 @@ def test_exec_vtysh_save_and_graph(clos_lab: Lab) -> None:
     for fmt, marker in (("dot", "graph"), ("mermaid", "graph BT"), ("html", "<svg")):
         out = labctl("graph", "e2eclos", "--format", fmt)
         assert out.returncode == 0 and marker in out.stdout and "leaf1" in out.stdout
+
+
+def test_write_memory_saves_into_the_lab_not_the_host(clos_lab: Lab) -> None:
+    saved = clos_lab.dir / "nodes" / "leaf1" / "frr.conf"
+    saved.write_text("! overwritten by the test\n")
+    out = labctl("vtysh", "e2eclos/leaf1", "-c", "write memory")
+    assert out.returncode == 0 and str(saved) in out.stdout, out.stdout + out.stderr
+    assert f"router bgp {clos_lab.plan.node('leaf1').asn}" in saved.read_text()
+    frr = clos_lab.frr("leaf1")
+    out = subprocess.run(frr.vtysh_argv("-d", "zebra", "-c", "write file"), capture_output=True,
+                         text=True, timeout=30)
+    assert str(saved) in out.stdout and not out.stderr, out.stdout + out.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # the host-state check covers /etc/frr
 
 
 def test_destroy_leaves_nothing(clos_lab: Lab) -> None:

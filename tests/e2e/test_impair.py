@@ -20,11 +20,11 @@ from harness.links import impair
 from harness.links.impair.measure import ping
 from harness.paths import lab_dir, lab_netns_prefix
 from harness.runtime.nsenter import list_netns
+from harness.testing.hoststate import processes_mentioning
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.plan import Endpoint, Impairment
 from tests.conftest import TOPOLOGIES
-from tests.e2e.conftest import processes_mentioning
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,131 @@
+"""The host's own state, to compare before and after a lab: nothing a lab does may show here.
+
+What is compared is what a lab could plausibly reach: the host namespace's links, addresses,
+routes, rules and firewall rulesets, the list of network namespaces, the sysctls the project
+writes (read in the host namespace, where they must never change), the host's own FRR config
+(`/etc/frr`), the entries of `/tmp` (Mininet's global cleanup deletes `/tmp/*.log`) and
+`/dev/null`. Counters, address lifetimes and iptables-save's timestamps are left out: they
+change anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+from harness.nodes.frr import FRR_STATE
+from harness.nodes.node import ROUTER_SYSCTLS
+from harness.paths import frr_pathspace, lab_dir, lab_netns_prefix
+from harness.runtime.nsenter import list_netns
+
+COMMANDS = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
+            "routes4": ["ip", "-j", "-4", "route", "show", "table", "all"],
+            "routes6": ["ip", "-j", "-6", "route", "show", "table", "all"],
+            "rules4": ["ip", "-j", "-4", "rule"], "rules6": ["ip", "-j", "-6", "rule"],
+            "nft": ["nft", "list", "ruleset"], "iptables": ["iptables-save"],
+            "ip6tables": ["ip6tables-save"], "netns": ["ip", "netns", "list"]}
+# Host-wide sysctls: the ones every node sets in its own namespace, and the neighbour-table
+# limits bench/fpf.py raises for a run (shared by all namespaces) and must put back.
+SYSCTLS = (*ROUTER_SYSCTLS, *(f"net.ipv6.neigh.default.gc_thresh{i}" for i in (1, 2, 3)))
+FRR_CONFIG_DIR = Path("/etc/frr")
+TMP = Path("/tmp")
+_NOISE = (re.compile(r'"(valid|preferred)_life_time":\d+,?'), re.compile(r"^#.*$", re.M),
+          re.compile(r'"stats64":\{.*?\}\}'))
+
+
+def _command(argv: list[str]) -> str:
+    try:
+        text = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+    except FileNotFoundError:
+        return f"{argv[0]} not installed"
+    for noise in _NOISE:
+        text = noise.sub("", text)
+    return text
+
+
+def _sysctl(key: str) -> str:
+    try:
+        return Path("/proc/sys", *key.split(".")).read_text().strip()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    """Every file below `root` with its content hash and mode."""
+    found = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath, name)
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                found[str(path)] = f"{digest} {stat.filemode(path.stat().st_mode)}"
+            except OSError as exc:
+                found[str(path)] = f"unreadable: {exc.strerror}"
+    return found
+
+
+def _tmp_entries(exclude: tuple[str, ...]) -> dict[str, str]:
+    """Top-level entries of /tmp: files with size and mtime, directories by name (what other
+    programs do inside their own directories is not a lab's doing)."""
+    found = {}
+    for entry in os.scandir(TMP):
+        if entry.name.startswith(exclude):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        found[entry.name] = "dir" if stat.S_ISDIR(st.st_mode) else \
+            f"{stat.filemode(st.st_mode)} {st.st_size} {st.st_mtime_ns}"
+    return found
+
+
+def snapshot(tmp_exclude: tuple[str, ...] = ("pytest-of-",)) -> dict[str, object]:
+    state: dict[str, object] = {key: _command(argv) for key, argv in COMMANDS.items()}
+    state["sysctls"] = {key: _sysctl(key) for key in SYSCTLS}
+    state["etc_frr"] = _tree_digest(FRR_CONFIG_DIR)
+    state["tmp"] = _tmp_entries(tmp_exclude)
+    state["dev_null"] = stat.filemode(os.stat("/dev/null").st_mode)
+    return state
+
+
+def differences(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """What changed, one line per item: a key's text, or each entry of a mapping."""
+    changed = []
+    for key, old in before.items():
+        new = after[key]
+        if isinstance(old, dict) and isinstance(new, dict):
+            for item in sorted(old.keys() | new.keys()):
+                if old.get(item) != new.get(item):
+                    changed.append(f"{key} {item}: {old.get(item, '(absent)')} -> "
+                                   f"{new.get(item, '(absent)')}")
+        elif old != new:
+            changed.append(f"{key} changed")
+    return changed
+
+
+def lab_leftovers(name: str) -> list[str]:
+    """Everything of lab `name` still on the host: namespaces, files, processes."""
+    found = [f"netns {n}" for n in list_netns() if n.startswith(lab_netns_prefix(name))]
+    if lab_dir(name).exists():
+        found.append(f"dir {lab_dir(name)}")
+    found += [f"frr state {p}" for p in FRR_STATE.glob(f"{frr_pathspace(name, '')}*")]
+    found += [f"process {p[:80]}" for p in processes_mentioning(f"{lab_dir(name)}/")]
+    return found
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """'PID: command line' of every process whose command line contains `marker`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found
