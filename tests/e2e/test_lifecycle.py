@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import random
+import os
 import re
 import signal
 import subprocess
@@ -15,28 +15,14 @@ import pytest
 from harness.errors import LabError
 from harness.lab import Lab, Progress
 from harness.paths import lab_dir
+from harness.testing import chaos
+from harness.testing.hoststate import differences, snapshot
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import REPO, TOPOLOGIES
 from tests.e2e.conftest import LABCTL, deploy, labctl, leftovers
 
 pytestmark = pytest.mark.e2e
-
-
-def host_state() -> dict[str, str]:
-    """The host's own network configuration, minus counters and address lifetimes."""
-    commands = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
-                "routes4": ["ip", "-j", "-4", "route", "show", "table", "all"],
-                "routes6": ["ip", "-j", "-6", "route", "show", "table", "all"],
-                "rules": ["ip", "-j", "rule"], "nft": ["nft", "list", "ruleset"],
-                "iptables": ["iptables-save"], "ip6tables": ["ip6tables-save"],
-                "netns": ["ip", "netns", "list"]}
-    state = {}
-    for key, argv in commands.items():
-        text = subprocess.run(argv, capture_output=True, text=True).stdout
-        text = re.sub(r'"(valid|preferred)_life_time":\d+', "", text)
-        state[key] = re.sub(r"^#.*$", "", text, flags=re.M)  # iptables-save timestamps
-    return state
 
 
 def test_rejected_file_creates_nothing() -> None:
@@ -58,18 +44,19 @@ def _start_deploy(name: str) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sigkill_during_deploy_then_destroy_leaves_nothing(seed: int) -> None:
-    name = f"e2ekill{seed}"
-    delay = random.Random(seed).uniform(0.3, 3.0)
-    proc = _start_deploy(name)
-    time.sleep(delay)
-    proc.kill()
-    proc.wait()
-    found_before = leftovers(name)
-    out = labctl("destroy", name)
-    assert out.returncode == 0, out.stderr
-    assert leftovers(name) == [], f"killed after {delay:.2f}s; had {found_before}"
+CHAOS_SEED = int(os.environ.get("FABRIC_LAB_CHAOS_SEED", "1"))
+CHAOS_TRIALS = 8
+
+
+@pytest.mark.parametrize("topology", ["clos.yml", "sai-fabric.yml"])
+def test_sigkill_at_random_points_then_destroy_leaves_nothing(topology: str) -> None:
+    """Seeded; `bench/chaos.py` runs the long version."""
+    path = TOPOLOGIES / topology
+    span, trials = chaos.run(path, "e2echaos", CHAOS_TRIALS, CHAOS_SEED)
+    report = chaos.summary(path, CHAOS_SEED, span, trials)
+    print(report)
+    assert all(t.clean for t in trials), report
+    assert max(t.found for t in trials) > 0  # some kills landed while the lab was being built
 
 
 def test_ctrl_c_during_deploy_rolls_back_by_itself() -> None:
@@ -96,7 +83,7 @@ def test_ctrl_c_while_converging_rolls_back_too() -> None:
 
 
 def test_two_labs_side_by_side_and_the_host_is_untouched() -> None:
-    before = host_state()
+    before = snapshot()
     with ThreadPoolExecutor(2) as pool:
         labs: list[Lab] = list(pool.map(lambda n: deploy("clos.yml", n), ["e2eleft", "e2eright"]))
     left, right = labs
@@ -114,9 +101,7 @@ def test_two_labs_side_by_side_and_the_host_is_untouched() -> None:
         left.destroy()
         right.destroy()
     assert leftovers("e2eleft") == [] and leftovers("e2eright") == []
-    after = host_state()
-    for key in before:
-        assert after[key] == before[key], f"host {key} changed"
+    assert differences(before, snapshot()) == []
 
 
 def test_convergence_timeout_names_what_is_missing() -> None:
