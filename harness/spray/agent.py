@@ -97,6 +97,9 @@ class Sprayer:
         self.installed: dict[str, Hops] = {}
         self.changes = 0
         self.last_reaction_ms: float | None = None
+        # dst -> (event, nft switch) on CLOCK_MONOTONIC, which every namespace shares: a test
+        # lines these up with the moment it injected a fault.
+        self.switched_ns: dict[str, tuple[int, int]] = {}
 
     # -- reading what zebra installed --------------------------------------------------------
 
@@ -216,7 +219,8 @@ class Sprayer:
                     self._set_plane_route("replace", dst, plane, gateway)
         if before != after:
             self.nft.run(nft_ruleset(self.wanted))
-        switched_ms = (time.monotonic() - started) * 1000
+        switched = time.monotonic()
+        switched_ms = (switched - started) * 1000
         for dst, hops in self.installed.items():
             for plane, gateway in hops.items():
                 if plane not in self.wanted.get(dst, {}):
@@ -226,6 +230,7 @@ class Sprayer:
         reaction_ms = (time.monotonic() - started) * 1000
         for dst in sorted(before.keys() | after.keys()):
             if before.get(dst) != after.get(dst):
+                self.switched_ns[dst] = (int(started * 1e9), int(switched * 1e9))
                 print(f"{time.time():.3f} {dst}: planes {sorted(before.get(dst, ()))} -> "
                       f"{sorted(after.get(dst, ()))} (sprayed {switched_ms:.1f} ms, settled "
                       f"{reaction_ms:.1f} ms after the event)",
@@ -240,6 +245,7 @@ class Sprayer:
                  "bfd_down": sorted(f"{'ipv6' if f == 10 else 'ipv4'} plane {p}"
                                     for f, p in self.bfd_down),
                  "last_reaction_ms": self.last_reaction_ms, "nics": self.nic_planes,
+                 "switched_ns": self.switched_ns,
                  "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())}}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))

@@ -73,6 +73,7 @@ class SprayView:
     nics: dict[str, int]
     spray: dict[str, list[int]]
     last_reaction_ms: float | None
+    switched_ns: dict[str, tuple[int, int]]  # dst -> (event, nft switch), CLOCK_MONOTONIC
 
     def planes_to(self, address: str) -> set[int]:
         return set(self.spray.get(address, ()))
@@ -84,7 +85,8 @@ def read_spray(lab: Lab, host: str) -> SprayView | None:
     except (OSError, ValueError):
         return None
     return SprayView(alive=process_start_time(state["pid"]) is not None, nics=state["nics"],
-                     spray=state["spray"], last_reaction_ms=state["last_reaction_ms"])
+                     spray=state["spray"], last_reaction_ms=state["last_reaction_ms"],
+                     switched_ns={d: tuple(t) for d, t in state.get("switched_ns", {}).items()})
 
 
 def planes_to_hosts(lab: Lab, host: str) -> dict[str, set[int]]:
