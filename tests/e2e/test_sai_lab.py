@@ -66,7 +66,8 @@ def transit_ping(lab: Lab, target: str = "10.78.0.1") -> str:
     host1 = lab.node("host1")
     uplink = next(i for i in lab.plan.node("host1").interfaces if i.peer.node == "leaf1")
     gateway = peer_of(lab, "host1", uplink.name)
-    host1.cmd("ip", "route", "replace", f"{target}/32", "via", gateway, check=True)
+    source = lab.plan.node("host1").loopback4  # what the spine's ICMP error can route back to
+    host1.cmd("ip", "route", "replace", f"{target}/32", "via", gateway, "src", source, check=True)
     try:
         return host1.cmd("ping", "-n", "-c", "1", "-W", "2", target).stdout
     finally:
