@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import LabError
-from harness.kernel import has
+from harness.kernel import feature, has
 from harness.lab import Lab
 from harness.links import impair
+from harness.links.impair.backend import CHOICE_ENV
 from harness.paths import lab_dir, lab_netns_prefix
 from harness.runtime.nsenter import list_netns
 from harness.testing.hoststate import processes_mentioning
@@ -30,7 +31,6 @@ pytestmark = pytest.mark.e2e
 
 R1 = Endpoint(node="r1", iface="eth1")
 LABCTL = str(Path(sys.executable).with_name("labctl"))
-EXPECTED_BACKEND = "netem" if has("netem") else "userspace"
 
 
 def pair(name: str, link_keys: str = "") -> Lab:
@@ -43,9 +43,20 @@ def engines_of(name: str) -> list[str]:
     return processes_mentioning(f"{lab_dir(name)}/impair/")
 
 
+@pytest.fixture(scope="module", params=["userspace", "netem"], autouse=True)
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs on each impairment path the kernel offers (FABRIC_LAB_IMPAIR)."""
+    if request.param == "netem" and not has("netem"):
+        pytest.skip(f"this kernel has no sch_netem ({feature('netem').detail}): only the "
+                    "userspace path can run here")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(CHOICE_ENV, request.param)
+        yield request.param
+
+
 @pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
-    lab = pair("impfrr")
+def lab(path: str) -> Iterator[Lab]:
+    lab = pair(f"imp{path}")
     lab.deploy(timeout=60)
     yield lab
     lab.destroy()
@@ -69,8 +80,9 @@ def base_us(lab: Lab) -> float:
 
 
 @pytest.mark.parametrize("delay_us", [200, 1000, 5000])
-def test_delay_sets_the_one_way_delay(lab: Lab, base_us: float, delay_us: int) -> None:
-    assert impair.apply(lab, R1, Impairment(delay_us=delay_us)) == EXPECTED_BACKEND
+def test_delay_sets_the_one_way_delay(lab: Lab, path: str, base_us: float,
+                                      delay_us: int) -> None:
+    assert impair.apply(lab, R1, Impairment(delay_us=delay_us)) == path
     try:
         added = one_way_us(lab) - base_us
         # bench/impair.py tracks the goal (10% or 50 us); a test sharing 2 busy cores with
@@ -79,7 +91,7 @@ def test_delay_sets_the_one_way_delay(lab: Lab, base_us: float, delay_us: int) -
         back = one_way_us(lab, "r2", "r1") - base_us  # one direction only
         assert abs(back) <= 100, back
         [row] = impair.show(lab)
-        assert (row.backend, row.health) == (EXPECTED_BACKEND, "active")
+        assert (row.backend, row.health) == (path, "active")
     finally:
         impair.clear(lab, R1)
 
@@ -179,20 +191,20 @@ def test_bad_values_change_nothing(lab: Lab) -> None:
         impair.clear(lab, R1)
 
 
-def test_topology_impairment_on_both_ends_and_destroy_leaves_nothing() -> None:
+def test_topology_impairment_on_both_ends_and_destroy_leaves_nothing(path: str) -> None:
     lab = pair("impplain", "      distance_km: 1000\n      loss: 0.1%\n")
     try:
         lab.deploy(start_frr=False)
         rows = impair.show(lab)
         assert {str(r.endpoint) for r in rows} == {"r1:eth1", "r2:eth1"}
-        assert {(r.backend, r.health) for r in rows} == {(EXPECTED_BACKEND, "active")}
+        assert {(r.backend, r.health) for r in rows} == {(path, "active")}
         for node, peer in (("r1", "r2"), ("r2", "r1")):  # no FRR: route the loopbacks by hand
             via = lab.plan.node(peer).interfaces[0].ipv4.split("/")[0]
             lab.node(node).cmd("ip", "route", "add", lab.plan.node(peer).loopback4, "via", via,
                                check=True)
         delay = one_way_us(lab, count=400)
         assert abs(delay - 4897) <= 0.10 * 4897, delay  # 1000 km each way
-        if EXPECTED_BACKEND == "userspace":
+        if path == "userspace":
             assert len(engines_of("impplain")) == 2
     finally:
         lab.destroy()

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from harness.links.impair.netem import apply_argv, clear_argv, netem_args, tbf_burst_bytes
+from pathlib import Path
+
+from harness.links.impair.netem import (
+    apply_argv,
+    clear_argv,
+    netem_args,
+    qdisc_counters,
+    tbf_burst_bytes,
+)
 from harness.topology.plan import Impairment
 
 
@@ -49,3 +57,16 @@ def test_tbf_burst_is_at_least_two_frames() -> None:
 
 def test_clear_removes_the_root() -> None:
     assert clear_argv("eth1") == ["tc", "qdisc", "del", "dev", "eth1", "root"]
+
+
+def test_counters_from_real_tc_output_with_a_child_under_tbf() -> None:
+    """tests/corpus/tc: `tc -s -j qdisc` captured on this kernel from a tbf root with a child
+    at handle 10: (a pfifo where netem would sit), after a burst the child could not hold."""
+    text = (Path(__file__).parent.parent / "corpus" / "tc" / "tbf-with-child-10.json").read_text()
+    counters = qdisc_counters(text)
+    assert counters == {"rx": 15 + 2986, "tx": 15, "lost": 2986, "overlimit": 0, "queued": 0}
+
+
+def test_no_counters_without_our_root_qdisc() -> None:
+    assert qdisc_counters('[{"kind": "noqueue", "handle": "0:", "root": true}]') is None
+    assert qdisc_counters("[]") is None

@@ -7,7 +7,8 @@ the netem documentation gives for rate plus delay.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
 from harness.links.impair.state import LinkState
@@ -59,6 +60,25 @@ def clear_argv(iface: str) -> list[str]:
     return ["tc", "qdisc", "del", "dev", iface, "root"]
 
 
+ROOT_HANDLE, NETEM_UNDER_TBF_HANDLE = "1:", "10:"
+
+
+def qdisc_counters(tc_json: str) -> dict[str, int] | None:
+    """The userspace engine's counters from `tc -s -j qdisc show dev IFACE`, or None when our
+    netem is not there. Qdiscs are found by the handles `apply_argv` gives them. tbf counts its
+    child's drops as its own, so what tbf alone dropped (the rate) is the difference; netem
+    does not count duplicates, so `rx` (frames offered) counts each duplicate once more."""
+    qdiscs: dict[str, dict[str, Any]] = {q.get("handle"): q for q in json.loads(tc_json)}
+    root = qdiscs.get(ROOT_HANDLE)
+    if root is None or not root.get("root"):
+        return None
+    netem = qdiscs.get(NETEM_UNDER_TBF_HANDLE, root)
+    queued = int(root["qlen"])
+    return {"rx": root["packets"] + root["drops"] + queued, "tx": root["packets"],
+            "lost": netem["drops"], "overlimit": root["drops"] - netem["drops"],
+            "queued": queued}
+
+
 def _run(lab: Lab, node: str, argv: list[str]) -> None:
     out = lab.node(node).cmd(*argv)
     if out.returncode != 0:
@@ -80,6 +100,13 @@ class NetemBackend:
         lab.node(state.endpoint.node).cmd(*clear_argv(state.endpoint.iface))  # gone is fine
 
     def health(self, lab: Lab, state: LinkState) -> tuple[str, dict[str, int]]:
-        out = lab.node(state.endpoint.node).cmd("tc", "qdisc", "show", "dev",
-                                                state.endpoint.iface)
-        return ("active" if " netem " in out.stdout else "broken: no netem qdisc"), {}
+        node, iface = lab.node(state.endpoint.node), state.endpoint.iface
+        out = node.cmd("tc", "-s", "-j", "qdisc", "show", "dev", iface)
+        counters = qdisc_counters(out.stdout) if out.returncode == 0 else None
+        kinds = {q.get("kind") for q in json.loads(out.stdout or "[]")}
+        if counters is None or "netem" not in kinds:
+            return "broken: no netem qdisc", {}
+        with node.netlink() as ip:
+            (index,) = ip.link_lookup(ifname=iface)
+            stats = ip.get_links(index)[0].get_attr("IFLA_STATS64")
+        return "active", {**counters, "tx_errors": stats["tx_errors"]}
