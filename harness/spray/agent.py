@@ -81,6 +81,19 @@ class RouteEvents:
                 raise
 
 
+def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]]) -> dict[str, Hops]:
+    """Per destination, the planes to spray over: those zebra has a next hop on, minus those
+    whose BFD session (of the destination's address family) is down. A destination with no
+    plane left is dropped: the host has no path to it, and must not pretend."""
+    wanted = {}
+    for dst, hops in routes.items():
+        family = 10 if ":" in dst else 2
+        alive = {p: gw for p, gw in hops.items() if (family, p) not in bfd_down}
+        if alive:
+            wanted[dst] = alive
+    return wanted
+
+
 class Sprayer:
     def __init__(self, nic_planes: dict[str, int], state_file: Path, bfd_socket: str) -> None:
         self.nic_planes = nic_planes
@@ -179,15 +192,6 @@ class Sprayer:
             else:
                 self.bfd_down.add(key)
 
-    def _effective(self) -> dict[str, Hops]:
-        wanted = {}
-        for dst, hops in self.routes.items():
-            family = 10 if ":" in dst else 2
-            alive = {p: gw for p, gw in hops.items() if (family, p) not in self.bfd_down}
-            if alive:
-                wanted[dst] = alive
-        return wanted
-
     # -- programming the kernel ---------------------------------------------------------------
 
     def install_rules(self) -> None:
@@ -210,7 +214,7 @@ class Sprayer:
     def apply(self, started: float) -> None:
         """Make the kernel match `wanted`: add routes, then switch nft, then remove routes, so
         a packet is never marked for a plane whose table cannot route it."""
-        self.wanted = self._effective()
+        self.wanted = spray_sets(self.routes, self.bfd_down)
         before = {dst: frozenset(h) for dst, h in self.installed.items()}
         after = {dst: frozenset(h) for dst, h in self.wanted.items()}
         for dst, hops in self.wanted.items():

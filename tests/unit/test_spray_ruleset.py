@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.fabrics.fpf import FpfParams, plan
+from harness.spray.agent import spray_sets
 from harness.spray.control import format_planes, nic_planes, spraying_hosts
 from harness.spray.ruleset import MARK_BASE, chain_name, nft_ruleset
 
@@ -49,3 +50,15 @@ def test_only_multi_plane_hosts_spray():
 def test_plane_sets_print_as_ranges():
     assert format_planes({0, 1, 2, 4, 6, 7}) == "0-2,4,6-7"
     assert format_planes(set()) == "none"
+
+
+def test_spray_sets_drop_planes_whose_bfd_is_down_per_family():
+    routes = {"10.0.0.27": dict(ALL), "fd00::27": {0: "fe80::1", 3: "fe80::2"}}
+    wanted = spray_sets(routes, {(2, 3), (10, 0)})  # IPv4 BFD down on plane 3, IPv6 on 0
+    assert set(wanted["10.0.0.27"]) == set(range(8)) - {3}
+    assert wanted["fd00::27"] == {3: "fe80::2"}
+
+
+def test_a_destination_with_no_healthy_plane_is_not_sprayed():
+    assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, {(2, 3)}) == {}
+    assert spray_sets({"10.0.0.27": {}}, set()) == {}
