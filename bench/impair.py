@@ -23,6 +23,7 @@ from harness.links.fibre import one_way_delay_us
 from harness.links.impair import engine
 from harness.links.impair.backend import select_backend
 from harness.links.impair.engine import REPO
+from harness.stats import spread
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.plan import Endpoint, Impairment
@@ -35,28 +36,39 @@ R1 = Endpoint(node="r1", iface="eth1")
 PACKETS = 2000
 RATE_PPS = 2000
 IPERF_SECONDS = 5
+ROUNDS = 3
 
 
 def one_way(lab: Lab, count: int = PACKETS, rate_pps: float = RATE_PPS) -> FlowResult:
     return run_flow(lab, "r1", "r2", count=count, rate_pps=rate_pps)
 
 
-def delay_rows(lab: Lab) -> None:
-    clean = one_way(lab)
-    base, base99 = clean.latency_us["p50"], clean.latency_us["p99"]
-    print(f"\none-way delay r1 -> r2 over {PACKETS} timestamped packets at {RATE_PPS} pps "
-          f"(clean link: median {base:.1f} us, p99 {base99:.1f} us; its median subtracted)")
-    print(f"{'target':>15} {'median':>10} {'error':>16} {'p99':>10} {'error':>9}  goal")
+def delay_rows(lab: Lab, rounds: int) -> None:
+    """Per target: the median one-way error (clean median subtracted) and how far the p99
+    reaches beyond the clean link's own tail (p99 - median: the measuring receiver's
+    wake-ups, which the same instrument adds to every row), each over `rounds` rounds."""
+    errors: dict[str, list[float]] = {label: [] for label, _ in TARGETS_US}
+    beyond: dict[str, list[float]] = {label: [] for label, _ in TARGETS_US}
+    tails = []
+    for _ in range(rounds):
+        clean = one_way(lab)
+        base, tail = clean.latency_us["p50"], clean.latency_us["p99"] - clean.latency_us["p50"]
+        tails.append(tail)
+        for label, target in TARGETS_US:
+            impair.apply(lab, R1, Impairment(delay_us=target))
+            result = one_way(lab)
+            errors[label].append(result.latency_us["p50"] - base - target)
+            beyond[label].append(100 * (result.latency_us["p99"] - base - target - tail) / target)
+        impair.clear(lab, R1)
+    print(f"\none-way delay r1 -> r2, {PACKETS} timestamped packets at {RATE_PPS} pps per row, "
+          f"{rounds} rounds; the clean link's tail (p99 - median) was "
+          f"{spread(tails).format('.1f', ' us')}")
+    print(f"{'target':>15}  {'median error':<40} {'p99 beyond the clean tail':<42} goal")
     for label, target in TARGETS_US:
-        impair.apply(lab, R1, Impairment(delay_us=target))
-        result = one_way(lab)
-        median = result.latency_us["p50"] - base
-        p99 = result.latency_us["p99"] - base
-        err, err99 = median - target, p99 - target
-        ok = abs(err) <= max(0.10 * target, 50) and abs(err99) <= 0.25 * target
-        print(f"{label:>15} {median:9.1f}u {err:+8.1f}u {100 * err / target:+6.1f}% "
-              f"{p99:9.1f}u {100 * err99 / target:+8.1f}%  {'ok' if ok else 'MISSED'}")
-    impair.clear(lab, R1)
+        err, tail_err = spread(errors[label]), spread(beyond[label])
+        ok = abs(err.median) <= max(0.10 * target, 50) and abs(tail_err.median) <= 25
+        print(f"{label:>15}  {err.format('+.1f', ' us'):<40} {tail_err.format('+.1f', '%'):<42} "
+              f"{'ok' if ok else 'MISSED'}")
 
 
 def loss_rows(lab: Lab) -> None:
@@ -110,7 +122,7 @@ def main() -> None:
     try:
         address = lab.plan.node("r2").interfaces[0].ipv4.split("/")[0]
         print(f"impairment path: {select_backend().name}")
-        delay_rows(lab)
+        delay_rows(lab, ROUNDS)
         loss_rows(lab)
         throughput_rows(lab, address)
     finally:
