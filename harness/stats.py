@@ -32,8 +32,8 @@ class Spread:
     runs: int
 
     def format(self, fmt: str = ".2f", unit: str = "") -> str:
-        return (f"median {self.median:{fmt}}{unit} (min-max {self.low:{fmt}}-{self.high:{fmt}}"
-                f"{unit}, {self.runs} runs)")
+        return (f"median {self.median:{fmt}}{unit} (from {self.low:{fmt}} to "
+                f"{self.high:{fmt}}{unit}, {self.runs} runs)")
 
 
 def spread(values: Iterable[float]) -> Spread:

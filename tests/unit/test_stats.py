@@ -36,4 +36,5 @@ def test_no_samples_or_a_bad_percentile_is_an_error() -> None:
 def test_spread_is_median_and_range() -> None:
     s = spread([3.0, 1.0, 2.0, 10.0])
     assert (s.median, s.low, s.high, s.runs) == (2.5, 1.0, 10.0, 4)
-    assert s.format(".1f", " s") == "median 2.5 s (min-max 1.0-10.0 s, 4 runs)"
+    assert s.format(".1f", " s") == "median 2.5 s (from 1.0 to 10.0 s, 4 runs)"
+    assert spread([-1.5, 2.0]).format("+.1f") == "median +0.2 (from -1.5 to +2.0, 2 runs)"
