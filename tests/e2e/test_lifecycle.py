@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,33 @@ def test_rejected_file_creates_nothing() -> None:
     assert f"{bad}:10: topology.links[0].endpoints[1]: link to unknown node 'leaf9'" in out.stderr
     assert "nothing was created" in out.stderr
     assert leftovers("bad") == []
+
+
+def test_destroy_a_path_removes_nothing_and_a_file_means_its_lab(tmp_path: Path) -> None:
+    victim = tmp_path / "keep"
+    victim.mkdir()
+    (victim / "precious").write_text("x")
+    for target in (str(victim), str(tmp_path), "..", "."):
+        out = labctl("destroy", target)
+        assert out.returncode == 2 and "neither a lab name" in out.stderr, out
+    assert (victim / "precious").exists()
+    topology = tmp_path / "mine.yml"
+    topology.write_text((TOPOLOGIES / "pair.yml").read_text().replace("name: pair",
+                                                                     "name: e2efile"))
+    for args in (["destroy", str(topology)], ["destroy", "-t", str(topology)]):
+        assert labctl("deploy", str(topology), "--no-frr").returncode == 0
+        out = labctl(*args)
+        assert out.returncode == 0 and "destroyed e2efile" in out.stdout, out
+        assert leftovers("e2efile") == []
+
+
+def test_a_directory_under_the_labs_root_that_is_no_lab_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "notalab").mkdir()
+    (tmp_path / "notalab" / "data").write_text("x")
+    out = subprocess.run([*LABCTL, "destroy", "notalab"], capture_output=True, text=True,
+                         env={**os.environ, "FABRIC_LAB_ROOT": str(tmp_path)}, timeout=60)
+    assert out.returncode == 2 and "not a fabric-lab lab" in out.stderr, out
+    assert (tmp_path / "notalab" / "data").exists()
 
 
 def test_unknown_lab_and_node_errors_name_the_fix() -> None:
