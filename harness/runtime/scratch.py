@@ -2,7 +2,7 @@
 
 A scratch namespace is `fl-scratch.<pid>.<purpose>`: the context manager removes it (and ends
 every process inside) however the block ends, and one killed with SIGKILL leaves a name whose
-pid is dead, which `sweep_stale` removes (`labctl destroy --all` and `labctl doctor` call it).
+pid is dead, which `sweep_stale` removes (`labctl destroy --all` calls it).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_name
 SCRATCH_PREFIX = "fl-scratch."
 
 
-def scratch_name(purpose: str, pid: int | None = None) -> str:
-    return f"{SCRATCH_PREFIX}{os.getpid() if pid is None else pid}.{purpose}"
+def scratch_name(purpose: str) -> str:
+    """This process's scratch namespace for `purpose`."""
+    return f"{SCRATCH_PREFIX}{os.getpid()}.{purpose}"
 
 
 def remove(names: list[str]) -> None:
