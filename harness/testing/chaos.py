@@ -34,16 +34,17 @@ class Trial:
         return self.destroy_rc == 0 and not self.left
 
 
-def _labctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def labctl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """labctl as a user runs it: a fresh process, output captured."""
     return subprocess.run([*LABCTL, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def full_deploy_seconds(topology: Path, name: str) -> float:
     """One deploy to convergence, timed, then destroyed: the span kills are drawn from."""
     start = time.monotonic()
-    out = _labctl("deploy", str(topology), "--name", name)
+    out = labctl("deploy", str(topology), "--name", name, timeout=600)
     seconds = time.monotonic() - start
-    _labctl("destroy", name)
+    labctl("destroy", name)
     if out.returncode != 0:
         raise RuntimeError(f"deploy of {topology} failed before any kill:\n{out.stderr}")
     return seconds
@@ -56,7 +57,7 @@ def kill_during_deploy(topology: Path, name: str, kill_at_s: float) -> Trial:
     proc.kill()
     proc.wait()
     found = len(lab_leftovers(name))
-    out = _labctl("destroy", name)
+    out = labctl("destroy", name)
     return Trial(kill_at_s, found, out.returncode, out.stdout + out.stderr, lab_leftovers(name))
 
 

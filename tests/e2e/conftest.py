@@ -3,8 +3,6 @@ host's own state compared before and after every module (harness/testing/hoststa
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -14,8 +12,6 @@ from harness.testing.hoststate import differences, lab_leftovers, snapshot
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import TOPOLOGIES
-
-LABCTL = [sys.executable, "-m", "harness.cli"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,10 +24,6 @@ def host_untouched() -> Iterator[None]:
 
 
 leftovers = lab_leftovers
-
-
-def labctl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*LABCTL, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def deploy(topology: str, name: str, timeout: float = 150) -> Lab:

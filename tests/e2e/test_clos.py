@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from harness.lab import Lab
-from tests.e2e.conftest import labctl, leftovers
+from harness.testing.chaos import labctl
+from tests.e2e.conftest import leftovers
 
 pytestmark = pytest.mark.e2e
 

@@ -17,11 +17,12 @@ from harness.errors import LabError
 from harness.lab import Lab, Progress
 from harness.paths import lab_dir
 from harness.testing import chaos
+from harness.testing.chaos import LABCTL, labctl
 from harness.testing.hoststate import differences, snapshot
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import REPO, TOPOLOGIES
-from tests.e2e.conftest import LABCTL, deploy, labctl, leftovers
+from tests.e2e.conftest import deploy, leftovers
 
 pytestmark = pytest.mark.e2e
 
