@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.links.impair.netem import (
@@ -63,10 +64,10 @@ def test_counters_from_real_tc_output_with_a_child_under_tbf() -> None:
     """tests/corpus/tc: `tc -s -j qdisc` captured on this kernel from a tbf root with a child
     at handle 10: (a pfifo where netem would sit), after a burst the child could not hold."""
     text = (Path(__file__).parent.parent / "corpus" / "tc" / "tbf-with-child-10.json").read_text()
-    counters = qdisc_counters(text)
+    counters = qdisc_counters(json.loads(text))
     assert counters == {"rx": 15 + 2986, "tx": 15, "lost": 2986, "overlimit": 0, "queued": 0}
 
 
 def test_no_counters_without_our_root_qdisc() -> None:
-    assert qdisc_counters('[{"kind": "noqueue", "handle": "0:", "root": true}]') is None
-    assert qdisc_counters("[]") is None
+    assert qdisc_counters([{"kind": "noqueue", "handle": "0:", "root": True}]) is None
+    assert qdisc_counters([]) is None

@@ -63,12 +63,12 @@ def clear_argv(iface: str) -> list[str]:
 ROOT_HANDLE, NETEM_UNDER_TBF_HANDLE = "1:", "10:"
 
 
-def qdisc_counters(tc_json: str) -> dict[str, int] | None:
-    """The userspace engine's counters from `tc -s -j qdisc show dev IFACE`, or None when our
-    netem is not there. Qdiscs are found by the handles `apply_argv` gives them. tbf counts its
+def qdisc_counters(qdisc_list: list[dict[str, Any]]) -> dict[str, int] | None:
+    """The userspace engine's counters from `tc -s -j qdisc show dev IFACE` (parsed), or None
+    when our qdiscs are not there. Qdiscs are found by the handles `apply_argv` gives them. tbf counts its
     child's drops as its own, so what tbf alone dropped (the rate) is the difference; netem
     does not count duplicates, so `rx` (frames offered) counts each duplicate once more."""
-    qdiscs: dict[str, dict[str, Any]] = {q.get("handle"): q for q in json.loads(tc_json)}
+    qdiscs: dict[str, dict[str, Any]] = {q.get("handle"): q for q in qdisc_list}
     root = qdiscs.get(ROOT_HANDLE)
     if root is None or not root.get("root"):
         return None
@@ -102,9 +102,9 @@ class NetemBackend:
     def health(self, lab: Lab, state: LinkState) -> tuple[str, dict[str, int]]:
         node, iface = lab.node(state.endpoint.node), state.endpoint.iface
         out = node.cmd("tc", "-s", "-j", "qdisc", "show", "dev", iface)
-        counters = qdisc_counters(out.stdout) if out.returncode == 0 else None
-        kinds = {q.get("kind") for q in json.loads(out.stdout or "[]")}
-        if counters is None or "netem" not in kinds:
+        qdisc_list = json.loads(out.stdout) if out.returncode == 0 else []
+        counters = qdisc_counters(qdisc_list)
+        if counters is None or not any(q.get("kind") == "netem" for q in qdisc_list):
             return "broken: no netem qdisc", {}
         with node.netlink() as ip:
             (index,) = ip.link_lookup(ifname=iface)
