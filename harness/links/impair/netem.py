@@ -65,9 +65,10 @@ ROOT_HANDLE, NETEM_UNDER_TBF_HANDLE = "1:", "10:"
 
 def qdisc_counters(qdisc_list: list[dict[str, Any]]) -> dict[str, int] | None:
     """The userspace engine's counters from `tc -s -j qdisc show dev IFACE` (parsed), or None
-    when our qdiscs are not there. Qdiscs are found by the handles `apply_argv` gives them. tbf counts its
-    child's drops as its own, so what tbf alone dropped (the rate) is the difference; netem
-    does not count duplicates, so `rx` (frames offered) counts each duplicate once more."""
+    when our qdiscs are not there. Qdiscs are found by the handles `apply_argv` gives them.
+    tbf counts its child's drops as its own, so what tbf alone dropped (the rate) is the
+    difference; netem does not count duplicates, so `rx` (frames offered) counts each
+    duplicate once more."""
     qdiscs: dict[str, dict[str, Any]] = {q.get("handle"): q for q in qdisc_list}
     root = qdiscs.get(ROOT_HANDLE)
     if root is None or not root.get("root"):
