@@ -150,7 +150,7 @@ def memory_per_node(lab: Lab) -> tuple[float, float]:
                     pss += int(line.split()[1])
         except OSError:
             continue
-    return rss / 1024 / len(lab.nodes), pss / 1024 / len(lab.nodes)
+    return rss / 1024 / len(lab.plan.nodes), pss / 1024 / len(lab.plan.nodes)
 
 
 def main() -> int:

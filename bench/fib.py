@@ -35,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
 from harness.lab import Lab, destroy_lab
-from harness.nodes.switch import fib_table
 from harness.paths import netns_name
 from harness.runtime.nsenter import rtnl_socket
 from harness.sai.kernel import RTPROT_SAI
@@ -120,7 +119,7 @@ def load_routes(lab: Lab, node: str, count: int, gateway: str) -> None:
 def measure(lab: Lab, node: str, count: int, proto: int) -> float:
     """Seconds from link up until the kernel has announced `count` /32 routes of `proto` in
     the forwarding table; a dump then confirms they are all there (else listening goes on)."""
-    table = fib_table(lab.plan.node(node).kind)
+    table = lab.kind(node).fib_table
     buffer = bytearray(1 << 16)
     heard = 0
     with route_listener(lab, node, table, proto) as sock:

@@ -26,9 +26,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.deploy.stages import Progress
 from harness.errors import LabError
 from harness.faults import Faults
-from harness.lab import Lab, Progress, destroy_lab
+from harness.lab import Lab, destroy_lab
 from harness.runtime.processes import namespace_ids, pids_in_namespaces
 from harness.spray.control import spraying_hosts, wait_spray
 from harness.stats import percentile

@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.errors import LabError
-from harness.nodes.switch import fib_table
 from harness.topology.plan import Session
 from harness.topology.reachability import reachable_origins
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 
 @dataclass
@@ -46,9 +45,9 @@ class Convergence:
         return "\n".join(lines)
 
 
-def fib_host_routes(lab: Lab, node: str) -> set[str]:
+def fib_host_routes(lab: LabContext, node: str) -> set[str]:
     """Destinations of /32 and /128 routes in the table that forwards (main, or SAI's)."""
-    table = fib_table(lab.plan.node(node).kind)
+    table = lab.kind(node).fib_table
     with lab.node(node).netlink() as ip:
         found = set()
         for family, plen in ((socket.AF_INET, 32), (socket.AF_INET6, 128)):
@@ -58,7 +57,7 @@ def fib_host_routes(lab: Lab, node: str) -> set[str]:
         return found
 
 
-def check(lab: Lab, pool: ThreadPoolExecutor) -> Convergence:
+def check(lab: LabContext, pool: ThreadPoolExecutor) -> Convergence:
     plan = lab.plan
     conv = Convergence(sessions_total=len(plan.sessions))
 
@@ -85,7 +84,7 @@ def check(lab: Lab, pool: ThreadPoolExecutor) -> Convergence:
     return conv
 
 
-def wait_converged(lab: Lab, timeout: float,
+def wait_converged(lab: LabContext, timeout: float,
                    on_poll: Callable[[Convergence], None] = lambda c: None) -> Convergence:
     deadline = time.monotonic() + timeout
     with ThreadPoolExecutor(max_workers=8) as pool:

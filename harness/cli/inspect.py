@@ -28,16 +28,17 @@ def register(commands: argparse._SubParsersAction) -> None:
 def print_inspect(lab: Lab) -> None:
     rows = lab_status(lab)
     table = Table(title=f"lab {lab.plan.name}  ({lab.dir})")
-    extra = [k for k in rows[0] if k not in _BASE_COLUMNS] if rows else []
-    for column in ("node", "role", "plane", "asn", "loopback", "bgp", *extra, "state"):
+    extra = list(dict.fromkeys(k for r in rows for k in r if k not in _BASE_COLUMNS))
+    for column in ("node", "role", "kind", "plane", "asn", "loopback", "bgp", *extra, "state"):
         table.add_column(column)
     for r in rows:
         style = _STATE_STYLE[r["state"]]
         state = r["state"] + (f" ({', '.join(r['daemons_down'])} down)" if r["daemons_down"]
                               else "")
-        table.add_row(r["node"], r["role"], "" if r["plane"] is None else str(r["plane"]),
+        plane = "" if r["plane"] is None else str(r["plane"])
+        table.add_row(r["node"], r["role"], r["kind"], plane,
                       str(r["asn"]), f"{r['loopback4']}\n{r['loopback6']}",
-                      f"{r['bgp_up']}/{r['bgp_total']}", *(str(r[k]) for k in extra),
+                      f"{r['bgp_up']}/{r['bgp_total']}", *(str(r.get(k, "-")) for k in extra),
                       f"[{style}]{state}[/]")
     out.print(table)
 

@@ -11,9 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, lab_name, open_lab
+from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError
 from harness.lab import Lab, destroy_lab, lab_names
-from harness.lab import Progress as DeployProgress
 from harness.runtime import scratch
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
@@ -117,7 +117,7 @@ def list_labs(args: argparse.Namespace) -> int:
 
 def save(args: argparse.Namespace) -> int:
     lab = open_lab(args.name, args.topology)
-    for name in lab.nodes:
+    for name in lab.node_names:
         frr = lab.frr(name)
         target = frr.workdir / "running.conf"
         target.write_text(frr.vtysh("show running-config"))

@@ -1,8 +1,7 @@
 """sai: look inside a switch's SAI dataplane and break it on purpose.
 
 `labctl sai [LAB/]NODE dump|counters|trace|status|fault|restart`. Everything goes through the
-node's agent control socket. Importing this module also registers the agent's health with
-`labctl inspect` (a switch whose SAI calls fail is shown degraded).
+node's agent control socket.
 """
 
 from __future__ import annotations
@@ -18,13 +17,11 @@ from harness.cli.access import lab_and_node
 from harness.cli.console import make_console
 from harness.errors import LabError
 from harness.lab import Lab
-from harness.nodes.switch import Switch
+from harness.nodes.switch import SaiKind, restart_agent
 from harness.sai.capacity import TABLES
 from harness.sai.faults import APIS
 from harness.sai.status import Status
 from harness.sai.types import ObjectType
-from harness.status import STATUS_PROVIDERS
-from harness.topology.schema import Kind
 
 out = make_console()
 
@@ -61,10 +58,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _switch(target: str) -> tuple[Lab, str]:
     lab, node = lab_and_node(target)
-    if lab.plan.node(node).kind is not Kind.sai:
-        switches = ", ".join(n.name for n in lab.plan.nodes if n.kind is Kind.sai) or "none"
-        raise LabError(f"{node} is kind {lab.plan.node(node).kind.value}, not sai; SAI "
-                       f"switches of this lab: {switches}")
+    if not isinstance(lab.kind(node), SaiKind):
+        switches = ", ".join(n for n in lab.node_names if isinstance(lab.kind(n), SaiKind))
+        raise LabError(f"{node} is kind {lab.kind(node).name}, not sai; SAI switches of this "
+                       f"lab: {switches or 'none'}")
     return lab, node
 
 
@@ -87,7 +84,7 @@ def sai(args: argparse.Namespace) -> int:
     lab, node = _switch(args.node)
     frr = lab.frr(node)
     if args.action == "restart":
-        old, new = Switch(frr).restart_agent(lab.journal)
+        old, new = restart_agent(lab, node)
         result: Any = {"old_pid": old, "new_pid": new}
     else:
         result = ask(frr.workdir, _request(args))
@@ -128,19 +125,3 @@ def _print_counters(rows: list[dict[str, Any]]) -> None:
             f" ({q.get('qdisc', 'none')})")
     out.print(table)
 
-
-def switch_status(lab: Lab, name: str) -> dict[str, Any]:
-    """`labctl inspect` column `sai`: the agent's own verdict, or down if it does not answer."""
-    if lab.plan.node(name).kind is not Kind.sai:
-        return {"sai": "-"}
-    try:
-        status = ask(lab.frr(name).workdir, {"cmd": "status"}, timeout=3)
-    except LabError:
-        return {"state": "degraded", "sai": "agent down"}
-    summary = f"{status['routes_programmed']} routes"
-    if status["reasons"]:
-        summary += "; " + "; ".join(status["reasons"])
-    return {"state": status["state"], "sai": summary}
-
-
-STATUS_PROVIDERS.append(switch_status)

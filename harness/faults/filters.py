@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from harness.errors import LabError
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 PRIORITY = -400  # before conntrack and the spray marks: nothing slips past a fault
 
@@ -17,13 +17,13 @@ def table_name(fault_id: int) -> str:
     return f"fl_fault_{fault_id}"
 
 
-def _nft(lab: Lab, node: str, script: str) -> None:
+def _nft(lab: LabContext, node: str, script: str) -> None:
     out = lab.runtime.run(node, ["nft", "-f", "-"], input=script)
     if out.returncode != 0:
         raise LabError(f"{node}: nft refused a fault filter: {out.stderr.strip()}")
 
 
-def blackhole(lab: Lab, node: str, fault_id: int) -> None:
+def blackhole(lab: LabContext, node: str, fault_id: int) -> None:
     """The node forwards, receives and sends nothing (links stay up: only BFD can tell)."""
     _nft(lab, node, f"""table inet {table_name(fault_id)} {{
   chain in {{ type filter hook prerouting priority {PRIORITY}; policy drop; }}
@@ -32,7 +32,8 @@ def blackhole(lab: Lab, node: str, fault_id: int) -> None:
 """)
 
 
-def drop_peers(lab: Lab, node: str, fault_id: int, peers4: list[str], peers6: list[str]) -> None:
+def drop_peers(lab: LabContext, node: str, fault_id: int, peers4: list[str],
+               peers6: list[str]) -> None:
     """The node exchanges nothing with these addresses; everything else is untouched."""
     rules_in, rules_out = [], []
     for family, peers in (("ip", peers4), ("ip6", peers6)):
@@ -48,6 +49,6 @@ def drop_peers(lab: Lab, node: str, fault_id: int, peers4: list[str], peers6: li
         *rules_out, "  }", "}", ""]))
 
 
-def remove(lab: Lab, node: str, fault_id: int) -> None:
+def remove(lab: LabContext, node: str, fault_id: int) -> None:
     _nft(lab, node, f"table inet {table_name(fault_id)} {{}}\n"
                     f"delete table inet {table_name(fault_id)}\n")

@@ -18,7 +18,7 @@ from harness.faults.targets import LinkRef, resolve_link
 from harness.topology.plan import Impairment
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Fault:
 
 
 class Faults:
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: LabContext) -> None:
         self.lab = lab
         self.history: list[Fault] = []
         self._next_id = 1

@@ -11,12 +11,12 @@ from harness.faults import filters
 from harness.faults.targets import node_addresses
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 Undo = Callable[[], None]
 
 
-def plane_switches(lab: Lab, plane: int) -> list[str]:
+def plane_switches(lab: LabContext, plane: int) -> list[str]:
     switches = [n.name for n in lab.plan.nodes if n.plane == plane]
     if not switches:
         planes = sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
@@ -24,7 +24,7 @@ def plane_switches(lab: Lab, plane: int) -> list[str]:
     return switches
 
 
-def plane_down(lab: Lab, plane: int, fault_id: int) -> Undo:
+def plane_down(lab: LabContext, plane: int, fault_id: int) -> Undo:
     """Every switch of the plane stops forwarding and answering (a plane-wide outage)."""
     switches = plane_switches(lab, plane)
     for switch in switches:
@@ -41,7 +41,8 @@ def group(nodes: str | Iterable[str]) -> list[str]:
     return [nodes] if isinstance(nodes, str) else list(nodes)
 
 
-def partition(lab: Lab, a: str | Iterable[str], b: str | Iterable[str], fault_id: int) -> Undo:
+def partition(lab: LabContext, a: str | Iterable[str], b: str | Iterable[str],
+              fault_id: int) -> Undo:
     """Nodes of `a` and nodes of `b` no longer exchange packets (dropped at both ends)."""
     side_a, side_b = group(a), group(b)
     if set(side_a) & set(side_b):

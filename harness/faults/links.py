@@ -9,17 +9,17 @@ from harness.faults.targets import LinkRef, resolve_link
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 Undo = Callable[[], None]
 
 
-def _set_state(lab: Lab, end: Endpoint, state: str) -> None:
+def _set_state(lab: LabContext, end: Endpoint, state: str) -> None:
     with lab.node(end.node).netlink() as ip:
         ip.link("set", index=ip.link_lookup(ifname=end.iface)[0], state=state)
 
 
-def link_down(lab: Lab, ref: LinkRef) -> Undo:
+def link_down(lab: LabContext, ref: LinkRef) -> Undo:
     link, _ = resolve_link(lab.plan, ref)
     for end in (link.a, link.b):
         _set_state(lab, end, "down")
@@ -30,7 +30,7 @@ def link_down(lab: Lab, ref: LinkRef) -> Undo:
     return undo
 
 
-def impair(lab: Lab, ref: LinkRef, impairment: Impairment) -> Undo:
+def impair(lab: LabContext, ref: LinkRef, impairment: Impairment) -> Undo:
     """Impair the named end(s) through the link-impairment layer (netem or its fallback)."""
     from harness.links.impair import apply, clear  # the impairment layer is optional here
 

@@ -22,10 +22,10 @@ def resolve_link(plan: LabPlan, ref: LinkRef) -> tuple[LinkPlan, list[Endpoint]]
             if {left, right} in (names, nodes):
                 return link, [link.a, link.b]
     elif ":" in ref:
-        for link in plan.links:
-            for end in (link.a, link.b):
-                if str(end) == ref:
-                    return link, [end]
+        node, _, iface = ref.partition(":")
+        end = Endpoint(node=node, iface=iface)
+        if end in plan.link_ends:
+            return plan.link_at(end), [end]
     raise LabError(f"lab {plan.name} has no link {ref!r}; name one end as 'node:iface' "
                    f"(e.g. {plan.links[0].a}) or a link as 'nodeA--nodeB' "
                    f"(e.g. {plan.links[0].a.node}--{plan.links[0].b.node})" if plan.links else

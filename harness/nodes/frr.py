@@ -1,4 +1,5 @@
-"""FRR inside a node: zebra, bgpd, bfdd and staticd with a per-node pathspace.
+"""FRR inside a node (zebra, bgpd, bfdd and staticd with a per-node pathspace), and the
+`frr` node kind: a router whose zebra programs the kernel FIB itself.
 
 Every daemon gets `-N <netns name>` plus explicit socket, pid, log and config paths under the
 node's directory, so many FRR instances coexist on one host and `destroy` finds all their
@@ -9,21 +10,35 @@ node's frr.conf in the lab and never the host's own /etc/frr.
 
 from __future__ import annotations
 
+import glob
 import json
 import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
 from harness.nodes.node import Node
+from harness.paths import frr_pathspace
 from harness.runtime.journal import Journal
+from harness.topology.plan import NodePlan
+from harness.topology.render import render_frr
+
+if TYPE_CHECKING:
+    from harness.deploy.context import LabContext
 
 FRR_SBIN = Path("/usr/lib/frr")
 FRR_STATE = Path("/var/run/frr")
 DAEMONS = ("zebra", "bgpd", "staticd", "bfdd")
 START_TIMEOUT_S = 20.0
+STALE_SOCKETS = ("*.vty", "zserv.api")
+RT_TABLE_MAIN = 254
+
+
+def frr_leftovers(lab: str) -> list[Path]:
+    """FRR's per-pathspace state directories of a lab (outside the lab directory)."""
+    return [Path(p) for p in glob.glob(f"{FRR_STATE}/{frr_pathspace(lab, '')}*")]
 
 
 class Frr:
@@ -69,6 +84,12 @@ class Frr:
         return ["vtysh", "--vty_socket", str(self.run_dir), "--config_dir", str(self.workdir),
                 *args]
 
+    def clear_stale_sockets(self) -> None:
+        """Sockets left by killed daemons would look ready to `start`."""
+        for pattern in STALE_SOCKETS:
+            for stale in self.run_dir.glob(pattern):
+                stale.unlink()
+
     def start(self, journal: Journal, zebra_args: tuple[str, ...] = ()) -> None:
         """Start zebra first (the others connect to its zserv socket), then the rest."""
         journal.path_outside_lab(FRR_STATE / self.pathspace)
@@ -92,10 +113,13 @@ class Frr:
             journal.process(pid, f"{self.node.name}/{daemon}")
 
     def daemon_pid(self, daemon: str) -> int | None:
+        """The daemon's host pid, None when it is not running (its pid file holds the pid
+        its node sees)."""
         try:
-            return int((self.run_dir / f"{daemon}.pid").read_text().strip())
+            pid = int((self.run_dir / f"{daemon}.pid").read_text().strip())
         except (OSError, ValueError):
             return None
+        return self.node.runtime.host_pid(self.node.name, pid)
 
     def _wait_for(self, path: Path) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -135,3 +159,41 @@ class Frr:
             for peer, info in family.get("peers", {}).items():
                 states[peer] = info.get("state", "unknown")
         return states
+
+NODE_STATES = ("running", "degraded", "down")
+
+
+def worse_state(a: str, b: str) -> str:
+    return max(a, b, key=NODE_STATES.index)
+
+
+class FrrKind:
+    name = "frr"
+    fib_table = RT_TABLE_MAIN
+    zebra_args: tuple[str, ...] = ()
+
+    def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
+        return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"))
+
+    def start(self, lab: LabContext, node: NodePlan) -> None:
+        frr = lab.frr(node.name)
+        frr.prepare(self.config(lab, node, frr))
+        frr.start(lab.journal, self.zebra_args)
+
+    def restart(self, lab: LabContext, node: NodePlan) -> None:
+        frr = lab.frr(node.name)
+        frr.clear_stale_sockets()
+        frr.start(lab.journal, self.zebra_args)
+
+    def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
+        frr = lab.frr(node.name)
+        dead = [d for d in DAEMONS if frr.daemon_pid(d) is None]
+        planned = {s.peer_ip for s in lab.plan.sessions_of(node.name)}
+        try:
+            states = frr.bgp_peer_states() if "bgpd" not in dead else {}
+        except LabError:
+            states = {}
+        up = sum(1 for peer in planned if states.get(peer) == "Established")
+        state = "down" if "zebra" in dead or "bgpd" in dead else "degraded" if dead else \
+            "running"
+        return {"bgp_up": up, "bgp_total": len(planned), "daemons_down": dead, "state": state}

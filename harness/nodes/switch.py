@@ -14,31 +14,25 @@ removes it, and a route the agent failed to program does not forward though zebr
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.agent.control import SOCKET_NAME, ask
 from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
-from harness.nodes.frr import Frr
-from harness.runtime.journal import Journal
+from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, worse_state
 from harness.runtime.processes import kill_and_reap
 from harness.sai.kernel import SAI_TABLE
-from harness.topology.schema import Kind
+from harness.topology.plan import NodePlan
 
-RT_TABLE_MAIN = 254
+if TYPE_CHECKING:
+    from harness.deploy.context import LabContext
+
 SAI_RULE_PREF = 1000
 MAIN_RULE_PREF = 32766
 CPU_RULE_PREF = 999
 AGENT_START_S = 20.0
-ZEBRA_ARGS = ("-M", "dplane_fpm_nl")
-
-
-def fib_table(kind: Kind) -> int:
-    """The kernel table that forwards transit packets on a node of this kind."""
-    return SAI_TABLE if kind is Kind.sai else RT_TABLE_MAIN
 
 
 def fpm_config(port: int = FPM_PORT) -> str:
@@ -46,58 +40,89 @@ def fpm_config(port: int = FPM_PORT) -> str:
     return f"!\nfpm address 127.0.0.1 port {port}\nfpm use-next-hop-groups\n!\n"
 
 
-class Switch:
-    def __init__(self, frr: Frr) -> None:
-        self.frr = frr
-        self.node = frr.node
+def agent_log(frr: Frr) -> Path:
+    return frr.workdir / "agent.log"
 
-    @property
-    def agent_log(self) -> Path:
-        return self.frr.workdir / "agent.log"
 
-    def install_rules(self) -> None:
-        """local -> (own traffic: main) -> SAI table -> nothing: see the module docstring."""
-        with self.node.netlink() as ip:
-            for family in (socket.AF_INET, socket.AF_INET6):
-                ip.rule("add", family=family, table=RT_TABLE_MAIN, priority=CPU_RULE_PREF,
-                        iifname="lo")
-                ip.rule("add", family=family, table=SAI_TABLE, priority=SAI_RULE_PREF)
-                ip.rule("del", family=family, table=RT_TABLE_MAIN, priority=MAIN_RULE_PREF)
+def install_rules(lab: LabContext, node: str) -> None:
+    """local -> (own traffic: main) -> SAI table -> nothing: see the module docstring."""
+    with lab.node(node).netlink() as ip:
+        for family in (socket.AF_INET, socket.AF_INET6):
+            ip.rule("add", family=family, table=RT_TABLE_MAIN, priority=CPU_RULE_PREF,
+                    iifname="lo")
+            ip.rule("add", family=family, table=SAI_TABLE, priority=SAI_RULE_PREF)
+            ip.rule("del", family=family, table=RT_TABLE_MAIN, priority=MAIN_RULE_PREF)
 
-    def start_agent(self, journal: Journal, capacity: str = "linux") -> int:
-        """Start the agent inside the node (the namespace sweep ends it on destroy, and its
-        pid is journaled); return once its control socket answers."""
-        (self.frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
-        with open(self.frr.workdir / "agent.out", "ab") as out:
-            proc = self.node.popen([sys.executable, "-m", "harness.agent", "--node-dir",
-                                    str(self.frr.workdir), "--capacity", capacity],
-                                   stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-        journal.process(proc.pid, f"{self.node.name}/sai-agent")
-        deadline = time.monotonic() + AGENT_START_S
-        while True:
-            try:
-                return int(ask(self.frr.workdir, {"cmd": "status"}, timeout=2)["pid"])
-            except LabError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = (self.frr.workdir / "agent.out").read_text()[-2000:]
-                    raise LabError(f"{self.node.name}: the SAI agent did not start; see "
-                                   f"{self.agent_log}\n{tail}") from None
-                time.sleep(0.05)
 
-    def restart_agent(self, journal: Journal) -> tuple[int | None, int]:
-        """Warm restart: SIGKILL the agent (no goodbye, like a crash) and start a new one,
-        which reads the kernel back and reconciles with zebra's replay. Returns both pids."""
+def agent_pid(frr: Frr) -> int:
+    """The running agent's pid as its node sees it (it answers on its control socket)."""
+    return int(ask(frr.workdir, {"cmd": "status"}, timeout=2)["pid"])
+
+
+def start_agent(lab: LabContext, node: str, capacity: str = "linux") -> int:
+    """Start the agent inside the node (recorded, so destroy ends it); return its pid once
+    its control socket answers."""
+    frr, runtime = lab.frr(node), lab.runtime
+    (frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
+    out = frr.workdir / "agent.out"
+    pid = runtime.spawn(node, runtime.python("harness.agent", "--node-dir", str(frr.workdir),
+                                             "--capacity", capacity), out, f"{node}/sai-agent")
+    deadline = time.monotonic() + AGENT_START_S
+    while True:
         try:
-            old = int(ask(self.frr.workdir, {"cmd": "status"}, timeout=2)["pid"])
+            return agent_pid(frr)
         except LabError:
-            old = None
-        if old is not None:
-            kill_and_reap([old])
-        return old, self.start_agent(journal)
+            if runtime.host_pid(node, pid) is None or time.monotonic() > deadline:
+                raise LabError(f"{node}: the SAI agent did not start; see {agent_log(frr)}\n"
+                               f"{out.read_text()[-2000:]}") from None
+            time.sleep(0.05)
 
-    def start(self, journal: Journal, config: str) -> None:
-        self.frr.prepare(config + fpm_config())
-        self.install_rules()
-        self.start_agent(journal)
-        self.frr.start(journal, zebra_args=ZEBRA_ARGS)
+
+def restart_agent(lab: LabContext, node: str) -> tuple[int | None, int]:
+    """Warm restart: SIGKILL the agent (no goodbye, like a crash) and start a new one, which
+    reads the kernel back and reconciles with zebra's replay. Returns both pids."""
+    try:
+        old: int | None = agent_pid(lab.frr(node))
+    except LabError:
+        old = None
+    if old is not None and (host := lab.runtime.host_pid(node, old)) is not None:
+        kill_and_reap([host])
+    return old, start_agent(lab, node)
+
+
+class SaiKind(FrrKind):
+    """FRR whose zebra loads dplane_fpm_nl and feeds the agent; the agent starts first, so
+    zebra's first FPM connection finds it listening."""
+
+    name = "sai"
+    fib_table = SAI_TABLE
+    zebra_args = ("-M", "dplane_fpm_nl")
+
+    def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
+        return super().config(lab, node, frr) + fpm_config()
+
+    def start(self, lab: LabContext, node: NodePlan) -> None:
+        frr = lab.frr(node.name)
+        frr.prepare(self.config(lab, node, frr))
+        install_rules(lab, node.name)
+        start_agent(lab, node.name)
+        frr.start(lab.journal, self.zebra_args)
+
+    def restart(self, lab: LabContext, node: NodePlan) -> None:
+        """The rules and the SAI table outlive a crash; the new agent reads the table back and
+        reconciles it with what zebra replays."""
+        start_agent(lab, node.name)
+        super().restart(lab, node)
+
+    def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
+        """Adds column `sai`: the agent's own verdict, or down if it does not answer."""
+        status = super().status(lab, node)
+        try:
+            agent = ask(lab.frr(node.name).workdir, {"cmd": "status"}, timeout=3)
+        except LabError:
+            return {**status, "state": worse_state(status["state"], "degraded"),
+                    "sai": "agent down"}
+        summary = f"{agent['routes_programmed']} routes"
+        if agent["reasons"]:
+            summary += "; " + "; ".join(agent["reasons"])
+        return {**status, "state": worse_state(status["state"], agent["state"]), "sai": summary}

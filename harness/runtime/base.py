@@ -1,22 +1,35 @@
-"""The Runtime protocol: what every way of running nodes (netns, docker, mininet) provides.
+"""The Runtime protocol: what every way of running nodes (netns, docker) provides.
 
-A runtime only makes nodes exist and run commands in them. Links, addresses, FRR and
-impairments are built on top through `netns_path`, so they work unchanged on every runtime.
+A runtime makes nodes exist, runs commands and long-lived helpers in them, and removes them.
+Links, addresses, FRR and impairments are built on top through `netns_path`, so they work
+unchanged on every runtime. Every runtime keeps a node's files in the lab directory under the
+same path inside and outside the node, so a node's FRR sockets, logs and helper state read the
+same from both sides.
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
+
+from harness.topology.plan import LabPlan, NodePlan
 
 
 class Runtime(Protocol):
     name: str
     lab: str
 
-    def create_node(self, node: str) -> None:
-        """Make the node exist with an empty network namespace (just `lo`)."""
+    def prepare(self, plan: LabPlan) -> LabPlan:
+        """The plan as this runtime deploys it (e.g. with each node's image filled in)."""
+
+    def check(self, plan: LabPlan, *, start: bool) -> None:
+        """Raise a LabError saying what to install or start when the lab cannot deploy here;
+        `start` is whether node kinds will start (FRR, agents) or the lab is only wired."""
+
+    def create_nodes(self, nodes: Sequence[NodePlan]) -> None:
+        """Make the nodes exist, each with an empty network namespace (just `lo`)."""
 
     def netns_path(self, node: str) -> str:
         """A path that setns(2) accepts for the node's network namespace."""
@@ -26,13 +39,34 @@ class Runtime(Protocol):
         """Run a command inside the node and capture its output as text."""
 
     def popen(self, node: str, argv: Sequence[str], **kwargs: object) -> subprocess.Popen:
-        """Start a long-running command inside the node."""
+        """Start a command inside the node that the caller waits for (a flow, a capture)."""
+
+    def spawn(self, node: str, argv: Sequence[str], log: Path, what: str) -> int:
+        """Start a long-lived helper (agent, sprayer, engine) detached, its output appended to
+        `log`, recorded so destroy ends it; return its pid as the node sees it."""
+
+    def host_pid(self, node: str, pid: int) -> int | None:
+        """The host's pid of the node's process `pid`, or None when it is gone."""
+
+    def node_processes(self, node: str) -> list[int]:
+        """Host pids of every process of the node except what keeps the node itself alive:
+        what a crash kills."""
+
+    def python(self, module: str, *args: str) -> list[str]:
+        """argv that runs one of the project's modules inside the node."""
+
+    def program(self, name: str) -> str:
+        """Path, inside the node, of one of the project's built programs (build/NAME)."""
 
     def interactive(self, node: str, argv: Sequence[str]) -> int:
         """Run a command inside the node attached to the user's terminal."""
 
     def existing_nodes(self) -> list[str]:
         """Nodes of this lab that exist right now (also ones no journal knows)."""
+
+    @staticmethod
+    def all_lab_names() -> set[str]:
+        """Labs that own at least one node on this runtime, journal or not."""
 
     def destroy(self) -> list[int]:
         """Remove every node of the lab and every process running in them; return the pids

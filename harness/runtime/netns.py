@@ -1,18 +1,24 @@
 """The embedded default runtime: each node is a named network namespace, nothing more.
 
 No container engine, no images: processes of a node are started with `ip netns exec`, so they
-see the node's interfaces and the host's filesystem, exactly like Mininet hosts.
+see the node's interfaces and the host's filesystem and Python, exactly like Mininet hosts.
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from harness.build import built
+from harness.errors import LabError
+from harness.nodes.frr import FRR_SBIN
 from harness.paths import NETNS_PREFIX, is_lab_name, lab_netns_prefix, netns_name
-from harness.runtime.journal import Journal
+from harness.runtime.journal import Journal, process_start_time
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.topology.plan import LabPlan, NodePlan
 
 
 class NetnsRuntime:
@@ -25,10 +31,19 @@ class NetnsRuntime:
     def netns_path(self, node: str) -> str:
         return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
 
-    def create_node(self, node: str) -> None:
-        name = netns_name(self.lab, node)
-        self.journal.netns(name)  # first: a kill between the two lines leaves a known name
-        create_netns(name)
+    def prepare(self, plan: LabPlan) -> LabPlan:
+        return plan
+
+    def check(self, plan: LabPlan, *, start: bool) -> None:
+        if start and not (FRR_SBIN / "zebra").exists():
+            raise LabError(f"FRR is not installed ({FRR_SBIN}/zebra is missing): "
+                           "`apt-get install frr`, or run `make lab` which installs it")
+
+    def create_nodes(self, nodes: Sequence[NodePlan]) -> None:
+        for node in nodes:
+            name = netns_name(self.lab, node.name)
+            self.journal.netns(name)  # first: a kill between the two lines leaves a known name
+            create_netns(name)
 
     def _wrap(self, node: str, argv: Sequence[str]) -> list[str]:
         return ["ip", "netns", "exec", netns_name(self.lab, node), *argv]
@@ -40,6 +55,25 @@ class NetnsRuntime:
 
     def popen(self, node: str, argv: Sequence[str], **kwargs: object) -> subprocess.Popen:
         return subprocess.Popen(self._wrap(node, argv), **kwargs)  # type: ignore[call-overload]
+
+    def spawn(self, node: str, argv: Sequence[str], log: Path, what: str) -> int:
+        with open(log, "ab") as out:  # `ip netns exec` execs: the child's pid is the helper's
+            proc = self.popen(node, argv, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+        self.journal.process(proc.pid, what)
+        return proc.pid
+
+    def host_pid(self, node: str, pid: int) -> int | None:
+        return pid if process_start_time(pid) is not None else None
+
+    def node_processes(self, node: str) -> list[int]:
+        return pids_in_namespaces(namespace_ids([self.netns_path(node)]))
+
+    def python(self, module: str, *args: str) -> list[str]:
+        return [sys.executable, "-m", module, *args]
+
+    def program(self, name: str) -> str:
+        return str(built(name))
 
     def interactive(self, node: str, argv: Sequence[str]) -> int:
         return subprocess.call(self._wrap(node, argv))
@@ -60,6 +94,5 @@ class NetnsRuntime:
 
     @staticmethod
     def all_lab_names() -> set[str]:
-        """Labs that own at least one namespace, journal or not (for `destroy --all`)."""
         return {lab for n in list_netns() if n.startswith(NETNS_PREFIX + ".")
                 and n.count(".") >= 2 and is_lab_name(lab := n.split(".")[1])}

@@ -7,8 +7,6 @@ lab) has nothing to spray over and keeps plain kernel routing.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,13 +14,11 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import LabError
 from harness.nodes.frr import FRR_STATE
 from harness.paths import frr_pathspace
-from harness.runtime.journal import process_start_time
 from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
-
+    from harness.deploy.context import LabContext
 STATE_FILE = "spray.json"
 CONFIG_FILE = "spray-config.json"
 LOG_FILE = "spray.log"
@@ -38,31 +34,26 @@ def nic_planes(plan: LabPlan, node: NodePlan) -> dict[str, int]:
     return planes
 
 
+def sprays(plan: LabPlan, node: NodePlan) -> bool:
+    """A host cabled to one plane has nothing to spray over and keeps plain kernel routing."""
+    return node.role is Role.host and len(set(nic_planes(plan, node).values())) > 1
+
+
 def spraying_hosts(plan: LabPlan) -> list[NodePlan]:
-    return [n for n in plan.nodes
-            if n.role is Role.host and len(set(nic_planes(plan, n).values())) > 1]
+    return [n for n in plan.nodes if sprays(plan, n)]
 
 
-def start_sprayers(lab: Lab) -> None:
-    for node in spraying_hosts(lab.plan):
-        start_sprayer(lab, node)
-
-
-def start_sprayer(lab: Lab, node: NodePlan) -> None:
-    """Start the host's agent detached, recorded in the journal so destroy ends it."""
-    workdir = lab.dir / "nodes" / node.name
+def start_sprayer(lab: LabContext, node: NodePlan) -> None:
+    """Start the host's agent detached; the runtime records it so destroy ends it."""
+    workdir = lab.node_dir(node.name)
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / CONFIG_FILE
     bfd_socket = FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock"
     config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
                                   "state_file": str(workdir / STATE_FILE),
                                   "bfd_socket": str(bfd_socket)}))
-    with open(workdir / LOG_FILE, "ab") as log:
-        proc = lab.node(node.name).popen(
-            [sys.executable, "-m", "harness.spray.agent", str(config)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-    lab.journal.process(proc.pid, f"{node.name}/sprayer")
+    lab.runtime.spawn(node.name, lab.runtime.python("harness.spray.agent", str(config)),
+                      workdir / LOG_FILE, f"{node.name}/sprayer")
 
 
 @dataclass(frozen=True)
@@ -79,17 +70,18 @@ class SprayView:
         return set(self.spray.get(address, ()))
 
 
-def read_spray(lab: Lab, host: str) -> SprayView | None:
+def read_spray(lab: LabContext, host: str) -> SprayView | None:
     try:
-        state = json.loads((lab.dir / "nodes" / host / STATE_FILE).read_text())
+        state = json.loads((lab.node_dir(host) / STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return SprayView(alive=process_start_time(state["pid"]) is not None, nics=state["nics"],
+    return SprayView(alive=lab.runtime.host_pid(host, state["pid"]) is not None,
+                     nics=state["nics"],
                      spray=state["spray"], last_reaction_ms=state["last_reaction_ms"],
                      switched_ns={d: tuple(t) for d, t in state.get("switched_ns", {}).items()})
 
 
-def planes_to_hosts(lab: Lab, host: str) -> dict[str, set[int]]:
+def planes_to_hosts(lab: LabContext, host: str) -> dict[str, set[int]]:
     """Other spraying host -> planes `host` sprays to its GPU address (IPv4 loopback)."""
     view = read_spray(lab, host)
     spray = view.spray if view else {}
@@ -97,11 +89,11 @@ def planes_to_hosts(lab: Lab, host: str) -> dict[str, set[int]]:
             if n.name != host}
 
 
-def all_planes(lab: Lab, host: str) -> set[int]:
+def all_planes(lab: LabContext, host: str) -> set[int]:
     return set(nic_planes(lab.plan, lab.plan.node(host)).values())
 
 
-def wait_spray(lab: Lab, want: dict[tuple[str, str], set[int]] | None = None,
+def wait_spray(lab: LabContext, want: dict[tuple[str, str], set[int]] | None = None,
                timeout: float = 30.0) -> None:
     """Wait until (src, dst) -> planes holds for every pair in `want`; by default every
     spraying host sprays to every other on all of its planes."""
@@ -134,12 +126,10 @@ def format_planes(planes: set[int]) -> str:
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "none"
 
 
-def spray_status(lab: Lab, name: str) -> dict[str, Any]:
-    """`inspect` columns: a host's plane NICs and the planes it sprays on."""
-    node = lab.plan.node(name)
+def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
+    """`inspect` columns of a spraying host: its plane NICs and the planes it sprays on."""
+    name = node.name
     nics = nic_planes(lab.plan, node)
-    if node not in spraying_hosts(lab.plan):
-        return {"nics": "", "planes": ""}
     nic_text = f"{len(nics)}x{node.labels.get('nic-speed', '?')}"
     view = read_spray(lab, name)
     if view is None or not view.alive:

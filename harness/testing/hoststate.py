@@ -17,9 +17,9 @@ import stat
 import subprocess
 from pathlib import Path
 
-from harness.nodes.frr import FRR_STATE
+from harness.nodes.frr import frr_leftovers
 from harness.nodes.node import ROUTER_SYSCTLS
-from harness.paths import frr_pathspace, lab_dir, lab_netns_prefix
+from harness.paths import lab_dir, lab_netns_prefix
 from harness.runtime.nsenter import list_netns
 
 COMMANDS = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
@@ -113,7 +113,7 @@ def lab_leftovers(name: str) -> list[str]:
     found = [f"netns {n}" for n in list_netns() if n.startswith(lab_netns_prefix(name))]
     if lab_dir(name).exists():
         found.append(f"dir {lab_dir(name)}")
-    found += [f"frr state {p}" for p in FRR_STATE.glob(f"{frr_pathspace(name, '')}*")]
+    found += [f"frr state {p}" for p in frr_leftovers(name)]
     found += [f"process {p[:80]}" for p in processes_mentioning(f"{lab_dir(name)}/")]
     return found
 

@@ -110,7 +110,8 @@ def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
     node_plans = [
         NodePlan(name=name, role=n.role, kind=n.kind, asn=asns[name],
                  router_id=str(loopbacks[name][0]), loopback4=str(loopbacks[name][0]),
-                 loopback6=str(loopbacks[name][1]), plane=n.plane, group=n.group,
+                 loopback6=str(loopbacks[name][1]), plane=n.plane, image=n.image,
+                 group=n.group,
                  labels=n.labels, exec=n.exec, interfaces=interfaces[name])
         for name, n in nodes.items()]
     bfd = spec.bgp.bfd

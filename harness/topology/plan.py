@@ -6,6 +6,8 @@ before any namespace exists, so `destroy` and `inspect` work even after a crashe
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from pydantic import BaseModel, ConfigDict
 
 from harness.topology.schema import Kind, Role
@@ -80,6 +82,7 @@ class NodePlan(_Plain):
     loopback4: str  # address only
     loopback6: str
     plane: int | None = None
+    image: str | None = None
     group: str | None = None
     labels: dict[str, str] = {}
     exec: list[str] = []
@@ -93,8 +96,11 @@ class BfdPlan(_Plain):
 
 
 class LabPlan(_Plain):
+    """`runtime` is the one the lab was deployed with; every command reopens it with that."""
+
     name: str
     source: str
+    runtime: str = "netns"
     keepalive: int
     hold: int
     bfd: BfdPlan | None = None
@@ -102,14 +108,30 @@ class LabPlan(_Plain):
     links: list[LinkPlan]
     sessions: list[Session]
 
+    @cached_property
+    def _nodes_by_name(self) -> dict[str, NodePlan]:
+        return {n.name: n for n in self.nodes}
+
+    @cached_property
+    def _sessions_by_node(self) -> dict[str, list[Session]]:
+        index: dict[str, list[Session]] = {n.name: [] for n in self.nodes}
+        for s in self.sessions:
+            index[s.node].append(s)
+        return index
+
+    @cached_property
+    def link_ends(self) -> dict[Endpoint, LinkPlan]:
+        return {end: link for link in self.links for end in (link.a, link.b)}
+
     def node(self, name: str) -> NodePlan:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise KeyError(name)
+        """Lookups go through indexes built once: big labs ask these per node and session."""
+        return self._nodes_by_name[name]
 
     def sessions_of(self, node: str) -> list[Session]:
-        return [s for s in self.sessions if s.node == node]
+        return self._sessions_by_node.get(node, [])
+
+    def link_at(self, endpoint: Endpoint) -> LinkPlan:
+        return self.link_ends[endpoint]
 
     def loopbacks(self) -> dict[str, tuple[str, str]]:
         return {n.name: (n.loopback4, n.loopback6) for n in self.nodes}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -23,17 +22,17 @@ from harness.traffic.analysis import FlowResult, analyse
 from harness.traffic.wire import MIN_SIZE
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 DRAIN_S = 0.3  # packets still in flight when the sender finishes
 Action = tuple[float, str, Callable[[], object]]  # (seconds after start, label, what to do)
 
 
-def _python(module: str, *args: object) -> list[str]:
-    return [sys.executable, "-m", f"harness.traffic.{module}", *map(str, args)]
+def _python(lab: LabContext, module: str, *args: object) -> list[str]:
+    return lab.runtime.python(f"harness.traffic.{module}", *map(str, args))
 
 
-def run_flow(lab: Lab, src: str, dst: str, *, rate_pps: float = 2000, count: int = 10_000,
+def run_flow(lab: LabContext, src: str, dst: str, *, rate_pps: float = 2000, count: int = 10_000,
              size: int = 64, port: int = 7000, sport: int = 7000, ipv6: bool = False,
              actions: Sequence[Action] = ()) -> FlowResult:
     """Send `count` packets src -> dst at `rate_pps`; run each action at its offset."""
@@ -46,13 +45,13 @@ def run_flow(lab: Lab, src: str, dst: str, *, rate_pps: float = 2000, count: int
     workdir.mkdir(exist_ok=True)
     tag = f"{src}-{dst}-{time.monotonic_ns()}"
     send_log, recv_file = workdir / f"{tag}.send", workdir / f"{tag}.recv.json"
-    receiver = lab.node(dst).popen(_python("receiver", dst_addr, port, recv_file),
+    receiver = lab.node(dst).popen(_python(lab, "receiver", dst_addr, port, recv_file),
                                    stdout=subprocess.PIPE, text=True)
     try:
         if receiver.stdout is None or receiver.stdout.readline().strip() != "ready":
             raise LabError(f"{dst}: flow receiver did not start (exit {receiver.poll()})")
-        sender = lab.node(src).popen(_python("sender", src_addr, sport, dst_addr, port, rate_pps,
-                                             count, size, send_log))
+        sender = lab.node(src).popen(_python(lab, "sender", src_addr, sport, dst_addr, port,
+                                             rate_pps, count, size, send_log))
         started = time.monotonic_ns()
         marks = _run_actions(actions, started)
         if sender.wait(timeout=count / rate_pps + 60) != 0:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.deploy.stages import Progress
 from harness.errors import LabError
-from harness.lab import Lab, Progress
+from harness.lab import Lab
 from harness.paths import lab_dir
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl

@@ -14,10 +14,14 @@ from pathlib import Path
 import pytest
 
 from harness.agent.control import ask
+from harness.converge import wait_converged
+from harness.errors import LabError
+from harness.faults import Faults
 from harness.lab import Lab
 from harness.paths import lab_netns_prefix
 from harness.runtime.nsenter import list_netns
 from harness.sai.kernel import SAI_TABLE
+from harness.status import lab_status
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.reachability import reachable_origins
@@ -192,6 +196,30 @@ def test_warm_restart_keeps_traffic_and_writes_nothing(lab: Lab) -> None:
         assert status["sai_calls"] < 3 * status["routes_programmed"], status  # no re-programming
     changes = monitor.communicate()[0]
     assert "proto 250" not in changes and "Deleted" not in changes, changes
+
+
+def test_a_crashed_switch_comes_back_as_a_sai_switch(lab: Lab) -> None:
+    """After a crash the switch restarts with FPM and its agent: a route added in FRR after
+    the restart reaches the SAI table, and inspect shows the agent healthy."""
+    old = agent(lab, "leaf1")["pid"]
+    faults = Faults(lab)
+    faults.node_crash("leaf1")
+    with pytest.raises(LabError):
+        agent(lab, "leaf1")
+    faults.undo_all()
+    wait_converged(lab, 60)
+    status = agent(lab, "leaf1")
+    assert status["pid"] != old and status["fpm_connected"], status
+    frr, via = lab.frr("leaf1"), peer_of(lab, "leaf1", "eth1")
+    frr.vtysh("configure terminal", f"ip route 10.79.0.0/24 {via}")
+    try:
+        wait_for("a route added after the restart in the SAI table",
+                 lambda: f"via {via}" in table(lab, "leaf1", SAI_TABLE, "10.79.0.0/24"))
+    finally:
+        frr.vtysh("configure terminal", f"no ip route 10.79.0.0/24 {via}")
+    row = next(r for r in lab_status(lab) if r["node"] == "leaf1")
+    assert row["kind"] == "sai" and row["state"] == "running", row
+    assert row["sai"].endswith("routes") and row["daemons_down"] == [], row
 
 
 def test_labctl_sai_dump_counters_trace(lab: Lab) -> None:

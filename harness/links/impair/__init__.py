@@ -23,7 +23,7 @@ from harness.links.impair.backend import BACKENDS, select_backend
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.lab import Lab, Progress
+    from harness.deploy.context import LabContext
 
 MAX_DELAY_US = 10_000_000.0  # 10 s: beyond this it is a partition, not a long-haul link
 
@@ -43,7 +43,7 @@ class ImpairmentRow:
                 "counters": self.counters}
 
 
-def check(lab: Lab, endpoint: Endpoint, impairment: Impairment) -> None:
+def check(lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> None:
     """Reject an unknown endpoint or an impossible value before anything is touched."""
     node = lab.node(endpoint.node)
     names = [i.name for i in node.plan.interfaces]
@@ -63,7 +63,7 @@ def check(lab: Lab, endpoint: Endpoint, impairment: Impairment) -> None:
         raise LabError(f"{endpoint}: " + "; ".join(problems) + "; nothing was changed")
 
 
-def apply(lab: Lab, endpoint: Endpoint, impairment: Impairment) -> str:
+def apply(lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> str:
     check(lab, endpoint, impairment)
     if impairment.is_clean:
         clear(lab, endpoint)
@@ -77,21 +77,21 @@ def apply(lab: Lab, endpoint: Endpoint, impairment: Impairment) -> str:
     return backend.name
 
 
-def clear(lab: Lab, endpoint: Endpoint) -> None:
+def clear(lab: LabContext, endpoint: Endpoint) -> None:
     current = states.load(lab.dir, endpoint)
     if current is not None:
         BACKENDS[current.backend].clear(lab, current)
         states.remove(lab.dir, endpoint)
 
 
-def clear_all(lab: Lab) -> list[Endpoint]:
+def clear_all(lab: LabContext) -> list[Endpoint]:
     cleared = [s.endpoint for s in states.load_all(lab.dir)]
     for endpoint in cleared:
         clear(lab, endpoint)
     return cleared
 
 
-def show(lab: Lab) -> list[ImpairmentRow]:
+def show(lab: LabContext) -> list[ImpairmentRow]:
     rows = []
     for current in states.load_all(lab.dir):
         try:
@@ -102,14 +102,3 @@ def show(lab: Lab) -> list[ImpairmentRow]:
                                   current.impairment, health, counters))
     return rows
 
-
-def apply_links(lab: Lab, progress: Progress) -> None:
-    """Deploy stage: each impaired link of the plan, on the egress of both of its ends."""
-    impaired = [link for link in lab.plan.links if not link.impairment.is_clean]
-    if not impaired:
-        return
-    progress.stage("impairments", len(impaired))
-    for link in impaired:
-        for end in (link.a, link.b):
-            apply(lab, end, link.impairment)
-        progress.advance(1)

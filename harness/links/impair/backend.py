@@ -19,7 +19,7 @@ from harness.links.impair.userspace import UserspaceBackend
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 CHOICE_ENV = "FABRIC_LAB_IMPAIR"
 
@@ -27,14 +27,14 @@ CHOICE_ENV = "FABRIC_LAB_IMPAIR"
 class Backend(Protocol):
     name: str
 
-    def apply(self, lab: Lab, endpoint: Endpoint, impairment: Impairment,
+    def apply(self, lab: LabContext, endpoint: Endpoint, impairment: Impairment,
               previous: LinkState | None) -> LinkState:
         """Put `impairment` on the endpoint's egress (create or change in place)."""
 
-    def clear(self, lab: Lab, state: LinkState) -> None:
+    def clear(self, lab: LabContext, state: LinkState) -> None:
         """Remove what `apply` put there; tolerate parts that are already gone."""
 
-    def health(self, lab: Lab, state: LinkState) -> tuple[str, dict[str, int]]:
+    def health(self, lab: LabContext, state: LinkState) -> tuple[str, dict[str, int]]:
         """('active' | 'broken: why', counters) for what `state` says is running."""
 
 

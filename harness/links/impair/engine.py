@@ -2,35 +2,24 @@
 
 The engine is C because the per-packet work (read, decide, hold, send) must reach well over
 50k packets/s per direction on a 2-core box while FRR and traffic share the cores; Python owns
-everything else. `make` builds it; this module runs the same make rule if the binary is missing
-or older than its source, so a fresh checkout works without a separate build step.
+everything else. `make` builds it (harness/build.py); container images carry it prebuilt.
 """
 
 from __future__ import annotations
 
 import socket
-import subprocess
-from functools import cache
 from pathlib import Path
 
+from harness.build import built
 from harness.errors import LabError
 from harness.topology.plan import Impairment
 
-REPO = Path(__file__).resolve().parents[3]
-SOURCE = Path(__file__).with_name("fl_impair.c")
-BINARY = REPO / "build" / "fl-impair"
+ENGINE = "fl-impair"
 CONTROL_TIMEOUT = 2.0
 
 
-@cache
 def binary() -> Path:
-    out = subprocess.run(["make", "-s", "-C", str(REPO), f"build/{BINARY.name}"],
-                         capture_output=True, text=True)
-    if out.returncode != 0 or not BINARY.exists():
-        raise LabError(f"cannot build the userspace impairment engine {BINARY}: "
-                       f"{(out.stderr or out.stdout).strip()}; install gcc (apt-get install "
-                       "build-essential) or run `make setup`")
-    return BINARY
+    return built(ENGINE)
 
 
 def engine_args(impairment: Impairment) -> list[str]:

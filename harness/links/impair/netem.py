@@ -15,7 +15,7 @@ from harness.links.impair.state import LinkState
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 # netem's default limit (1000 packets) silently drops at long delays: 50 ms at 100k pps is
 # 5000 packets in flight. The userspace engine uses the same bound.
@@ -80,7 +80,7 @@ def qdisc_counters(qdisc_list: list[dict[str, Any]]) -> dict[str, int] | None:
             "queued": queued}
 
 
-def _run(lab: Lab, node: str, argv: list[str]) -> None:
+def _run(lab: LabContext, node: str, argv: list[str]) -> None:
     out = lab.node(node).cmd(*argv)
     if out.returncode != 0:
         raise LabError(f"{node}: `{' '.join(argv)}` failed: {out.stderr.strip()}")
@@ -89,7 +89,7 @@ def _run(lab: Lab, node: str, argv: list[str]) -> None:
 class NetemBackend:
     name = "netem"
 
-    def apply(self, lab: Lab, endpoint: Endpoint, impairment: Impairment,
+    def apply(self, lab: LabContext, endpoint: Endpoint, impairment: Impairment,
               previous: LinkState | None) -> LinkState:
         mtu = next(i.mtu for i in lab.plan.node(endpoint.node).interfaces
                    if i.name == endpoint.iface)
@@ -97,10 +97,10 @@ class NetemBackend:
             _run(lab, endpoint.node, argv)
         return LinkState(endpoint=endpoint, backend=self.name, impairment=impairment)
 
-    def clear(self, lab: Lab, state: LinkState) -> None:
+    def clear(self, lab: LabContext, state: LinkState) -> None:
         lab.node(state.endpoint.node).cmd(*clear_argv(state.endpoint.iface))  # gone is fine
 
-    def health(self, lab: Lab, state: LinkState) -> tuple[str, dict[str, int]]:
+    def health(self, lab: LabContext, state: LinkState) -> tuple[str, dict[str, int]]:
         node, iface = lab.node(state.endpoint.node), state.endpoint.iface
         out = node.cmd("tc", "-s", "-j", "qdisc", "show", "dev", iface)
         qdisc_list = json.loads(out.stdout) if out.returncode == 0 else []

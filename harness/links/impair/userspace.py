@@ -13,9 +13,9 @@ reports the endpoint as broken instead of claiming an impairment that is not the
 
 from __future__ import annotations
 
-import select
 import signal
-import subprocess
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import LabError
@@ -26,7 +26,7 @@ from harness.runtime.processes import kill_and_reap
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.lab import Lab
+    from harness.deploy.context import LabContext
 
 FILTER_PREF = "7"  # our filter's slot on clsact egress, so clear removes only ours
 READY_TIMEOUT = 5.0
@@ -48,21 +48,25 @@ def unredirect_argv(iface: str) -> list[str]:
     return ["tc", "filter", "del", "dev", iface, "egress", "pref", FILTER_PREF]
 
 
-def _alive(state: LinkState | None) -> bool:
-    return bool(state and state.pid and process_start_time(state.pid) == state.start_time)
+def _host_pid(lab: LabContext, state: LinkState) -> int | None:
+    """The engine's host pid while that very process runs (not a recycled pid)."""
+    if not state.pid:
+        return None
+    pid = lab.runtime.host_pid(state.endpoint.node, state.pid)
+    return pid if pid is not None and process_start_time(pid) == state.start_time else None
 
 
 class UserspaceBackend:
     name = "userspace"
 
-    def apply(self, lab: Lab, endpoint: Endpoint, impairment: Impairment,
+    def apply(self, lab: LabContext, endpoint: Endpoint, impairment: Impairment,
               previous: LinkState | None) -> LinkState:
-        if previous and previous.backend == self.name and _alive(previous):
+        if previous and previous.backend == self.name and _host_pid(lab, previous):
             engine.set_live(str(previous.control), impairment)  # no restart, no re-cabling
             return previous.model_copy(update={"impairment": impairment})
         return self._start(lab, endpoint, impairment)
 
-    def _start(self, lab: Lab, endpoint: Endpoint, impairment: Impairment) -> LinkState:
+    def _start(self, lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> LinkState:
         node = lab.node(endpoint.node)
         with node.netlink() as ip:
             index = ip.link_lookup(ifname=endpoint.iface)
@@ -70,17 +74,17 @@ class UserspaceBackend:
             raise LabError(f"{endpoint}: no such interface in the node")
         tap, control = tap_name(index[0]), control_path(lab.dir, endpoint)
         state_dir(lab.dir).mkdir(parents=True, exist_ok=True)
-        log = (state_dir(lab.dir) / f"{endpoint.node}.{endpoint.iface}.log").open("ab")
-        proc = node.popen([str(engine.binary()), "run", endpoint.iface, tap, str(control),
-                           *engine.engine_args(impairment)], stdout=subprocess.PIPE,
-                          stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        lab.journal.process(proc.pid, f"impairment engine {endpoint}")
+        control.unlink(missing_ok=True)
+        log = state_dir(lab.dir) / f"{endpoint.node}.{endpoint.iface}.log"
+        pid = lab.runtime.spawn(endpoint.node, [
+            lab.runtime.program(engine.ENGINE), "run", endpoint.iface, tap, str(control),
+            *engine.engine_args(impairment)], log, f"impairment engine {endpoint}")
+        host = lab.runtime.host_pid(endpoint.node, pid)
         state = LinkState(endpoint=endpoint, backend=self.name, impairment=impairment,
-                          pid=proc.pid, start_time=process_start_time(proc.pid), tap=tap,
+                          pid=pid, start_time=host and process_start_time(host), tap=tap,
                           control=str(control))
         try:
-            self._wait_ready(proc, lab, endpoint)
+            self._wait_ready(lab, state, log)
             node.cmd(*unredirect_argv(endpoint.iface))  # a filter left by a dead engine
             for argv in redirect_argv(endpoint.iface, tap):
                 out = node.cmd(*argv)
@@ -93,25 +97,27 @@ class UserspaceBackend:
         return state
 
     @staticmethod
-    def _wait_ready(proc: subprocess.Popen, lab: Lab, endpoint: Endpoint) -> None:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT)
-        line = proc.stdout.readline().decode().strip() if ready else ""
-        proc.stdout.close()
-        if line != "ready":
-            log = state_dir(lab.dir) / f"{endpoint.node}.{endpoint.iface}.log"
-            raise LabError(f"{endpoint}: impairment engine did not start: "
-                           f"{log.read_text().strip()[-300:] or 'no output'}")
+    def _wait_ready(lab: LabContext, state: LinkState, log: Path) -> None:
+        """Ready once its control socket answers (it binds that last, after the TAP)."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            try:
+                engine.stats(str(state.control))
+                return
+            except LabError:
+                if _host_pid(lab, state) is None or time.monotonic() > deadline:
+                    raise LabError(f"{state.endpoint}: impairment engine did not start: "
+                                   f"{log.read_text().strip()[-300:] or 'no output'}") from None
+                time.sleep(0.01)
 
-    def clear(self, lab: Lab, state: LinkState) -> None:
+    def clear(self, lab: LabContext, state: LinkState) -> None:
         lab.node(state.endpoint.node).cmd(*unredirect_argv(state.endpoint.iface))
-        if _alive(state):
-            assert state.pid is not None
-            kill_and_reap([state.pid], signal.SIGTERM, timeout=STOP_TIMEOUT)
-            if _alive(state):
-                kill_and_reap([state.pid])
+        if (pid := _host_pid(lab, state)) is not None:
+            kill_and_reap([pid], signal.SIGTERM, timeout=STOP_TIMEOUT)
+            if _host_pid(lab, state) is not None:
+                kill_and_reap([pid])
 
-    def health(self, lab: Lab, state: LinkState) -> tuple[str, dict[str, int]]:
-        if not _alive(state):
+    def health(self, lab: LabContext, state: LinkState) -> tuple[str, dict[str, int]]:
+        if _host_pid(lab, state) is None:
             return "broken: engine not running", {}
         return "active", engine.stats(str(state.control))

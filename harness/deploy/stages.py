@@ -1,0 +1,120 @@
+"""Deploy as a list of named stages over a `LabContext`: nodes -> wire -> impair -> start ->
+exec -> converge. Every stage but the last rolls the whole lab back when it fails (or on
+Ctrl-C); a lab that is built but does not converge is kept, so it can be inspected.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from harness.converge import Convergence, wait_converged
+from harness.deploy.context import LabContext
+from harness.errors import LabError
+from harness.links import impair
+from harness.links.veth import queue_addresses, queue_veth
+from harness.runtime.rtnl_batch import RtnlBatch
+
+START_WORKERS = 8
+
+
+@dataclass
+class Progress:
+    """Deploy reports each stage's progress here; the CLI draws it, tests ignore it."""
+
+    stage: Callable[[str, int], None] = lambda name, total: None
+    advance: Callable[[int], None] = lambda n: None
+    converge: Callable[[Convergence], None] = lambda conv: None
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[LabContext, Progress], Convergence | None]
+    rolls_back: bool = True  # on failure; Ctrl-C always rolls back
+
+
+def create_nodes(lab: LabContext, progress: Progress) -> None:
+    progress.stage("nodes", len(lab.plan.nodes))
+    lab.runtime.create_nodes(lab.plan.nodes)
+    progress.advance(len(lab.plan.nodes))
+
+
+def wire(lab: LabContext, progress: Progress) -> None:
+    """Two netlink batches per node: its loopback and the veths it is side A of, then the
+    addresses of every end (B ends exist only once all A sides are committed)."""
+    batches: dict[str, RtnlBatch] = {}
+    try:
+        for name in lab.node_names:
+            batches[name] = lab.node(name).open_batch()
+        progress.stage("links", len(lab.plan.links))
+        fds = [queue_veth(batches[link.a.node], lab.plan, link,
+                          lab.runtime.netns_path(link.b.node)) for link in lab.plan.links]
+        try:
+            for name, batch in batches.items():
+                batch.commit()
+                progress.advance(sum(1 for link in lab.plan.links if link.a.node == name))
+        finally:
+            for fd in fds:
+                os.close(fd)
+        progress.stage("addresses", len(batches))
+        for name, batch in batches.items():
+            queue_addresses(batch, lab.plan.node(name))
+            batch.commit()
+            progress.advance(1)
+    finally:
+        for batch in batches.values():
+            batch.sock.close()
+
+
+def impair_links(lab: LabContext, progress: Progress) -> None:
+    """Each impaired link of the plan, on the egress of both of its ends."""
+    impaired = [link for link in lab.plan.links if not link.impairment.is_clean]
+    if impaired:
+        progress.stage("impairments", len(impaired))
+    for link in impaired:
+        for end in (link.a, link.b):
+            impair.apply(lab, end, link.impairment)
+        progress.advance(1)
+
+
+def start_nodes(lab: LabContext, progress: Progress) -> None:
+    """Each node's kind starts what it runs (FRR; a switch's agent; a host's sprayer)."""
+    progress.stage("start", len(lab.plan.nodes))
+
+    def start(name: str) -> None:
+        lab.kind(name).start(lab, lab.plan.node(name))
+        progress.advance(1)
+
+    with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
+        list(pool.map(start, lab.node_names))
+
+
+def run_exec(lab: LabContext, progress: Progress) -> None:
+    commands = [(n, c) for n in lab.plan.nodes for c in n.exec]
+    if commands:
+        progress.stage("exec", len(commands))
+    for node, command in commands:
+        out = lab.runtime.run(node.name, ["sh", "-c", command])
+        if out.returncode != 0:
+            raise LabError(f"{node.name}: exec {command!r} failed ({out.returncode}): "
+                           f"{out.stderr.strip()}")
+        progress.advance(1)
+
+
+def converge(timeout: float) -> Stage:
+    def run(lab: LabContext, progress: Progress) -> Convergence:
+        progress.stage("converging", len(lab.plan.sessions))
+        return wait_converged(lab, timeout, progress.converge)
+    return Stage("converge", run, rolls_back=False)
+
+
+def deploy_stages(*, start: bool = True, timeout: float = 120.0) -> list[Stage]:
+    """`start=False` wires the lab and runs nothing in it (`deploy --no-frr`)."""
+    wiring = [Stage("nodes", create_nodes), Stage("wire", wire),
+              Stage("impair", impair_links)]
+    if not start:
+        return [*wiring, Stage("exec", run_exec)]
+    return [*wiring, Stage("start", start_nodes), Stage("exec", run_exec), converge(timeout)]

@@ -1,0 +1,31 @@
+"""The `host` kind: a GPU host whose NICs reach more than one plane. It runs FRR (eBGP to its
+leaves) and the spraying NIC (harness/spray), which sends every packet over a healthy plane."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.nodes.frr import FrrKind, worse_state
+from harness.spray.control import spray_status, start_sprayer
+from harness.topology.plan import NodePlan
+
+if TYPE_CHECKING:
+    from harness.deploy.context import LabContext
+
+
+class HostKind(FrrKind):
+    name = "host"
+
+    def start(self, lab: LabContext, node: NodePlan) -> None:
+        super().start(lab, node)
+        start_sprayer(lab, node)
+
+    def restart(self, lab: LabContext, node: NodePlan) -> None:
+        super().restart(lab, node)
+        start_sprayer(lab, node)
+
+    def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
+        """Adds columns `nics` and `planes`."""
+        status = super().status(lab, node)
+        spray = spray_status(lab, node)
+        return {**status, **spray, "state": worse_state(status["state"], spray["state"])}

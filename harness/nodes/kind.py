@@ -1,0 +1,45 @@
+"""Node kinds behind one small registry: each kind says how its nodes start, come back after
+a crash, report their state (the `inspect` columns) and which table forwards their transit.
+
+Kinds today: `frr` (a router: zebra programs the kernel), `sai` (a switch: FRR -> FPM ->
+agent -> SAI -> kernel) and `host` (a GPU host whose NICs reach several planes: FRR plus the
+spraying NIC). A host cabled to one plane has nothing to spray over and is a plain `frr` node.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.nodes.frr import FrrKind
+from harness.nodes.host import HostKind
+from harness.nodes.switch import SaiKind
+from harness.spray.control import sprays
+from harness.topology.plan import LabPlan, NodePlan
+from harness.topology.schema import Kind
+
+if TYPE_CHECKING:
+    from harness.deploy.context import LabContext
+
+
+class NodeKind(Protocol):
+    name: str
+    fib_table: int  # the kernel table that forwards transit packets on this kind
+
+    def start(self, lab: LabContext, node: NodePlan) -> None:
+        """Bring the node's processes up on a freshly wired node."""
+
+    def restart(self, lab: LabContext, node: NodePlan) -> None:
+        """Bring them back after every process of the node died (a crash); the node's
+        kernel state (links, addresses, rules, FIB) is still there."""
+
+    def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
+        """`inspect` columns; a `state` of `degraded` or `down` lowers the node's state."""
+
+
+HOST: NodeKind = HostKind()
+KINDS: dict[Kind, NodeKind] = {Kind.frr: FrrKind(), Kind.sai: SaiKind()}
+
+
+def resolve_kinds(plan: LabPlan) -> dict[str, NodeKind]:
+    """Node name -> kind, for a whole plan at once (a host's kind depends on its cabling)."""
+    return {n.name: HOST if sprays(plan, n) else KINDS[n.kind] for n in plan.nodes}
