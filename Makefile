@@ -10,7 +10,12 @@ DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procp
 BENCH_DEB_PACKAGES := mininet
 PYTEST_ARGS ?=
 
-.PHONY: lab test destroy setup debs bench lint clean
+DOCKER_DEB_PACKAGES := docker.io mmdebstrap
+# The e2e suites that run on the docker runtime too (the rest are runtime-independent).
+DOCKER_SUITES := tests/e2e/test_clos.py tests/e2e/test_sai_lab.py tests/e2e/test_fpf.py \
+	tests/e2e/test_impair.py
+
+.PHONY: lab test test-docker docker images destroy setup debs bench lint clean
 
 setup: debs $(VENV)/.installed build/fl-impair
 
@@ -45,10 +50,31 @@ destroy: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Unit tests as `nobody` first (they must need no root), then everything as root.
+# Unit tests as `nobody` first (they must need no root), then everything as root on the
+# netns runtime, then the fabric suites again on the docker runtime.
 test: setup lint
 	bash tests/tools/unit-unprivileged.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(MAKE) test-docker
+
+test-docker: images
+	FABRIC_LAB_RUNTIME=docker $(PY) -m pytest $(PYTEST_ARGS) $(DOCKER_SUITES)
+
+# A dockerd for the docker runtime, when none runs. Ours is started without its iptables
+# rules, bridge and ip_forward switch: lab containers use `--network none`, so the host's
+# firewall, links and sysctls stay as they were (a default dockerd sets FORWARD to DROP).
+docker: EXTRA_DEBS := $(DOCKER_DEB_PACKAGES)
+docker: setup
+	@docker info >/dev/null 2>&1 || { \
+	  echo "starting dockerd (log: /var/log/fabric-lab-dockerd.log)"; \
+	  setsid dockerd --iptables=false --ip6tables=false --ip-forward=false --bridge=none \
+	    >>/var/log/fabric-lab-dockerd.log 2>&1 < /dev/null & \
+	  for i in $$(seq 100); do docker info >/dev/null 2>&1 && break; sleep 0.2; done; \
+	  docker info >/dev/null 2>&1 || { echo "dockerd did not start"; exit 1; }; }
+
+# Switch and host images for the docker runtime, from a cached Debian rootfs; no registry.
+images: docker build/fl-impair
+	$(PY) images/build.py
 
 bench: EXTRA_DEBS := $(BENCH_DEB_PACKAGES)
 bench: setup

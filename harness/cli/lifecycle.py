@@ -14,7 +14,7 @@ from harness.cli.labref import add_lab_arguments, lab_name, open_lab
 from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError
 from harness.lab import Lab, destroy_lab, lab_names
-from harness.runtime import scratch
+from harness.runtime import RUNTIMES, scratch
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 
@@ -28,6 +28,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="lab name instead of the file's (run two copies side by side)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
+    p.add_argument("--runtime", choices=RUNTIMES, default="netns",
+                   help="how nodes run: netns (default, no images) or docker (images from "
+                   "`make images`)")
     p.add_argument("--no-frr", action="store_true",
                    help="build namespaces and links only (no routing daemons)")
     p.set_defaults(run=deploy)
@@ -53,7 +56,7 @@ def require_root() -> None:
 def deploy(args: argparse.Namespace) -> int:
     require_root()
     plan = augment(load_file(args.file), args.name)
-    lab = Lab(plan)
+    lab = Lab(plan, args.runtime)
     columns = (TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
     with Progress(*columns, console=out, transient=False) as bar:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
 from harness.nodes.node import Node
+from harness.nodes.vty import vty_show
 from harness.paths import frr_pathspace
 from harness.runtime.journal import Journal
 from harness.topology.plan import NodePlan
@@ -62,7 +62,8 @@ class Frr:
     def prepare(self, config: str) -> None:
         for d in (self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
-            shutil.chown(d, "frr", "frr")
+        # The node's own frr user (an image's may have another uid than the host's).
+        self.node.cmd("chown", "frr:frr", str(self.run_dir), str(self.log_dir), check=True)
         self.config_file.write_text(config)
         # vtysh reads this from its config dir: saves go to the integrated frr.conf beside it.
         (self.workdir / "vtysh.conf").write_text("service integrated-vtysh-config\n")
@@ -147,13 +148,14 @@ class Frr:
                            f"{out.stderr.strip() or out.stdout.strip()}")
         return out.stdout
 
-    def vtysh_json(self, command: str) -> Any:
-        text = self.vtysh(command if command.endswith(" json") else command + " json")
+    def show_json(self, daemon: str, command: str) -> Any:
+        """A `show ... json` answered by one daemon over its vty socket (no vtysh process)."""
+        text = vty_show(self.run_dir / f"{daemon}.vty", command + " json")
         return json.loads(text) if text.strip() else {}
 
     def bgp_peer_states(self) -> dict[str, str]:
         """Peer address -> BGP FSM state, over every address family."""
-        summary = self.vtysh_json("show bgp summary")
+        summary = self.show_json("bgpd", "show bgp summary")
         states = {}
         for family in summary.values():
             for peer, info in family.get("peers", {}).items():

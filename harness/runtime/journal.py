@@ -49,6 +49,9 @@ class Journal:
     def netns(self, name: str) -> None:
         self._append({"netns": name})
 
+    def container(self, name: str) -> None:
+        self._append({"container": name})
+
     def path_outside_lab(self, path: Path) -> None:
         self._append({"path": str(path)})
 
@@ -75,6 +78,9 @@ class Journal:
 
     def namespaces(self) -> list[str]:
         return [str(e["netns"]) for e in self.entries() if "netns" in e]
+
+    def containers(self) -> list[str]:
+        return [str(e["container"]) for e in self.entries() if "container" in e]
 
     def paths(self) -> list[Path]:
         return [Path(str(e["path"])) for e in self.entries() if "path" in e]

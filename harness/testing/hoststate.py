@@ -20,6 +20,8 @@ from pathlib import Path
 from harness.nodes.frr import frr_leftovers
 from harness.nodes.node import ROUTER_SYSCTLS
 from harness.paths import lab_dir, lab_netns_prefix
+from harness.runtime.docker import DockerRuntime
+from harness.runtime.journal import Journal
 from harness.runtime.nsenter import list_netns
 
 COMMANDS = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
@@ -109,8 +111,10 @@ def differences(before: dict[str, object], after: dict[str, object]) -> list[str
 
 
 def lab_leftovers(name: str) -> list[str]:
-    """Everything of lab `name` still on the host: namespaces, files, processes."""
+    """Everything of lab `name` still on the host: nodes of any runtime, files, processes."""
     found = [f"netns {n}" for n in list_netns() if n.startswith(lab_netns_prefix(name))]
+    found += [f"container {n}" for n in DockerRuntime(name, Journal(Path(os.devnull)))
+              .existing_nodes()]
     if lab_dir(name).exists():
         found.append(f"dir {lab_dir(name)}")
     found += [f"frr state {p}" for p in frr_leftovers(name)]

@@ -7,6 +7,7 @@ module stay independent while paying for one deploy; `traffic` runs measured flo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from harness.testing.report import fault_records, junit_properties, write_report
 from harness.traffic.analysis import FlowResult
 from harness.traffic.flow import run_flow
 
+# Which runtime the suite's labs run on: `FABRIC_LAB_RUNTIME=docker make test-docker`.
+RUNTIME = os.environ.get("FABRIC_LAB_RUNTIME", "netns")
 DEPLOY_TIMEOUT_S = 180.0
 RECOVER_TIMEOUT_S = 90.0
 RECORDS = pytest.StashKey[list]()
@@ -76,7 +79,7 @@ def topology() -> Any:
 def lab(topology: Any) -> Iterator[Lab]:
     plan = plan_from(topology)
     destroy_lab(plan.name)  # leftovers of a killed earlier run of this very test
-    lab = Lab(plan)
+    lab = Lab(plan, RUNTIME)
     try:
         lab.deploy(timeout=DEPLOY_TIMEOUT_S)
         if spraying_hosts(plan):

@@ -9,6 +9,7 @@ import pytest
 
 from harness.lab import Lab
 from harness.testing.hoststate import differences, lab_leftovers, snapshot
+from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import TOPOLOGIES
@@ -27,7 +28,7 @@ leftovers = lab_leftovers
 
 
 def deploy(topology: str, name: str, timeout: float = 150) -> Lab:
-    lab = Lab(augment(load_file(TOPOLOGIES / topology), name))
+    lab = Lab(augment(load_file(TOPOLOGIES / topology), name), RUNTIME)
     lab.deploy(timeout=timeout)
     return lab
 

@@ -21,6 +21,7 @@ from harness.links.impair.backend import CHOICE_ENV
 from harness.paths import lab_dir, lab_netns_prefix
 from harness.runtime.nsenter import list_netns
 from harness.testing.hoststate import processes_mentioning
+from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.plan import Endpoint, Impairment
@@ -35,7 +36,8 @@ LABCTL = str(Path(sys.executable).with_name("labctl"))
 
 def pair(name: str, link_keys: str = "") -> Lab:
     """topologies/pair.yml, with extra keys on its one link (the file ends with that link)."""
-    return Lab(augment(load_text((TOPOLOGIES / "pair.yml").read_text() + link_keys), name))
+    return Lab(augment(load_text((TOPOLOGIES / "pair.yml").read_text() + link_keys), name),
+               RUNTIME)
 
 
 def engines_of(name: str) -> list[str]:
@@ -113,7 +115,7 @@ def test_clear_restores_the_base_delay(lab: Lab, base_us: float) -> None:
 
 
 def _connections(lab: Lab) -> dict[str, tuple[int, int]]:
-    neighbors = lab.frr("r1").vtysh_json("show bgp neighbors")
+    neighbors = lab.frr("r1").show_json("bgpd", "show bgp neighbors")
     return {peer: (n["connectionsEstablished"], n["connectionsDropped"])
             for peer, n in neighbors.items()}
 

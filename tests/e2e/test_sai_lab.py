@@ -22,6 +22,7 @@ from harness.paths import lab_netns_prefix
 from harness.runtime.nsenter import list_netns
 from harness.sai.kernel import SAI_TABLE
 from harness.status import lab_status
+from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.reachability import reachable_origins
@@ -86,7 +87,7 @@ def answered_by(lab: Lab, reply: str, node: str) -> bool:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    lab = Lab(augment(load_file(TOPOLOGIES / "sai-fabric.yml"), NAME))
+    lab = Lab(augment(load_file(TOPOLOGIES / "sai-fabric.yml"), NAME), RUNTIME)
     lab.deploy(timeout=120)
     try:
         yield lab

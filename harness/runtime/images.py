@@ -1,0 +1,66 @@
+"""Container images of the docker runtime: which image a node runs, and whether the one built
+is current. Images are built locally by images/build.py (`make images`); no registry.
+
+An image carries the project's code, so it is tied to the checkout that built it: its label
+`fabric-lab.source` is a hash of that code, and a lab refuses an image from another checkout
+instead of running an agent that differs from the one the tests read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from functools import cache
+
+from harness.build import REPO
+from harness.errors import LabError
+from harness.topology.plan import NodePlan
+from harness.topology.schema import Role
+
+REPOSITORY = "fabric-lab"
+IMAGES = ("switch", "host")
+SOURCE_LABEL = "fabric-lab.source"
+# What an image carries from the checkout: the code run inside nodes and the image recipe.
+SOURCES = ("harness/**/*.py", "harness/links/impair/fl_impair.c", "images/*/packages",
+           "images/Dockerfile")
+
+
+@cache
+def source_hash() -> str:
+    digest = hashlib.sha256()
+    for pattern in SOURCES:
+        for path in sorted(REPO.glob(pattern)):
+            digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def default_image(node: NodePlan) -> str:
+    """Hosts run the host image (traffic tools); every other node the switch image."""
+    return f"{REPOSITORY}/{'host' if node.role is Role.host else 'switch'}"
+
+
+def resolve(reference: str) -> str:
+    """'fabric-lab/switch' -> the tag built from this checkout; other references as given.
+    Raises a LabError saying what to run when that image is missing or stale."""
+    if not reference.startswith(f"{REPOSITORY}/") or ":" in reference:
+        return reference
+    out = subprocess.run(["docker", "images", "--filter", f"reference={reference}:*",
+                          "--format", "{{json .}}"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise LabError(f"docker cannot list images: {out.stderr.strip()}")
+    tags = [f"{reference}:{json.loads(line)['Tag']}" for line in out.stdout.splitlines()]
+    for tag in tags:
+        if image_label(tag, SOURCE_LABEL) == source_hash():
+            return tag
+    found = f" (found {', '.join(tags)}, built from another checkout)" if tags else ""
+    raise LabError(f"image {reference} for this checkout (source {source_hash()}) is not "
+                   f"built{found}: run `make images`")
+
+
+def image_label(image: str, label: str) -> str | None:
+    out = subprocess.run(["docker", "image", "inspect", "--format",
+                          f"{{{{index .Config.Labels {json.dumps(label)}}}}}", image],
+                         capture_output=True, text=True)
+    value = out.stdout.strip()
+    return value if out.returncode == 0 and value not in ("", "<no value>") else None
