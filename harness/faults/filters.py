@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.errors import LabError
+from harness.runtime.libnft import nft_in_netns
 
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
@@ -18,9 +19,12 @@ def table_name(fault_id: int) -> str:
 
 
 def _nft(lab: LabContext, node: str, script: str) -> None:
-    out = lab.runtime.run(node, ["nft", "-f", "-"], input=script)
-    if out.returncode != 0:
-        raise LabError(f"{node}: nft refused a fault filter: {out.stderr.strip()}")
+    """In-process, not `nft -f` in the node: a fault lands within a millisecond of its mark on
+    every runtime (a `docker exec` per switch took ~100 ms)."""
+    try:
+        nft_in_netns(lab.runtime.netns_path(node), script)
+    except LabError as exc:
+        raise LabError(f"{node}: {exc} (a fault filter)") from None
 
 
 def blackhole(lab: LabContext, node: str, fault_id: int) -> None:

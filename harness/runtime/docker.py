@@ -38,8 +38,10 @@ PROJECT = Path("/opt/fabric-lab")  # where the image keeps the project (images/D
 # port (NET_BIND_SERVICE), FRR dropping to its user (SETUID/SETGID) and owning its files.
 # SYS_ADMIN only because FRR 8.4's zebra refuses to start without it in its permitted set
 # (`privs_init: initial cap_set_proc failed`); Docker's seccomp profile stays on.
+# SYS_NICE lets the impairment engine ask for real-time priority; /dev/net/tun its TAP.
 CAPABILITIES = ("NET_ADMIN", "NET_RAW", "NET_BIND_SERVICE", "SETUID", "SETGID", "CHOWN",
-                "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN")
+                "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN", "SYS_NICE")
+DEVICES = ("/dev/net/tun",)
 # Docker turns IPv6 off in containers; every link and loopback here is dual-stack.
 SYSCTLS = ("net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.default.disable_ipv6=0")
 CREATE_WORKERS = 8
@@ -116,7 +118,7 @@ class DockerRuntime:
                    "--hostname", node.name, "--network", "none",
                    "--label", f"{LAB_LABEL}={self.lab}", "--label", f"{NODE_LABEL}={node.name}",
                    "--cap-drop", "ALL", *(f"--cap-add={c}" for c in CAPABILITIES),
-                   *(f"--sysctl={s}" for s in SYSCTLS),
+                   *(f"--sysctl={s}" for s in SYSCTLS), *(f"--device={d}" for d in DEVICES),
                    "--volume", f"{self.dir}:{self.dir}", node.image)
 
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:

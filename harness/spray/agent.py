@@ -33,8 +33,8 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_LINK
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 
+from harness.runtime.libnft import Nft
 from harness.spray.bfd import BfdWatch
-from harness.spray.libnft import Nft
 from harness.spray.ruleset import (
     RULE_PREF_BASE,
     nft_ruleset,
