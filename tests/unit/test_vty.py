@@ -12,6 +12,12 @@ from harness.errors import LabError
 from harness.nodes.vty import vty_show
 
 
+@pytest.fixture(autouse=True)
+def short_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sockets by relative name: a deep tmp_path would pass AF_UNIX's 108-byte limit."""
+    monkeypatch.chdir(tmp_path)
+
+
 def serve_once(path: Path, reply: bytes, chunk: int = 3) -> list[bytes]:
     """A daemon that answers one command with `reply`, written a few bytes at a time."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -33,29 +39,29 @@ def serve_once(path: Path, reply: bytes, chunk: int = 3) -> list[bytes]:
     return received
 
 
-def test_reads_output_up_to_the_trailer_and_sends_a_nul_terminated_command(tmp_path: Path) -> None:
-    sock = tmp_path / "bgpd.vty"
+def test_reads_output_up_to_the_trailer_and_sends_a_nul_terminated_command() -> None:
+    sock = Path("bgpd.vty")
     received = serve_once(sock, b'{"ipv4": {}}\n' + b"\0\0\0\0")
     assert vty_show(sock, "show bgp summary json") == '{"ipv4": {}}\n'
     assert received == [b"show bgp summary json\0"]
 
 
-def test_a_refused_command_is_an_error_with_the_daemons_words(tmp_path: Path) -> None:
-    sock = tmp_path / "bgpd.vty"
+def test_a_refused_command_is_an_error_with_the_daemons_words() -> None:
+    sock = Path("bgpd.vty")
     serve_once(sock, b"% Unknown command: show nonsense\n" + b"\0\0\0\x02")
     with pytest.raises(LabError, match=r"refused 'show nonsense' \(code 2\).*Unknown command"):
         vty_show(sock, "show nonsense")
 
 
-def test_a_daemon_that_hangs_up_mid_answer_is_an_error(tmp_path: Path) -> None:
-    sock = tmp_path / "zebra.vty"
+def test_a_daemon_that_hangs_up_mid_answer_is_an_error() -> None:
+    sock = Path("zebra.vty")
     serve_once(sock, b"partial output")
     with pytest.raises(LabError, match="closed the connection"):
         vty_show(sock, "show version")
 
 
-def test_only_show_commands_and_a_missing_socket_is_a_lab_error(tmp_path: Path) -> None:
+def test_only_show_commands_and_a_missing_socket_is_a_lab_error() -> None:
     with pytest.raises(ValueError):
-        vty_show(tmp_path / "x.vty", "configure terminal")
+        vty_show(Path("x.vty"), "configure terminal")
     with pytest.raises(LabError, match="No such file"):
-        vty_show(tmp_path / "x.vty", "show version")
+        vty_show(Path("x.vty"), "show version")
