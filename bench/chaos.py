@@ -17,6 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.runtime import RUNTIMES  # noqa: E402
 from harness.testing import chaos  # noqa: E402
 
 
@@ -25,11 +26,12 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--seed", type=int, default=random.SystemRandom().randrange(10**6))
     parser.add_argument("--topology", type=Path, default=REPO / "topologies" / "sai-fabric.yml")
+    parser.add_argument("--runtime", choices=RUNTIMES, default="netns")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/chaos.py needs root")
-    span, trials = chaos.run(args.topology, "benchchaos", args.trials, args.seed)
-    print(chaos.summary(args.topology, args.seed, span, trials))
+    span, trials = chaos.run(args.topology, "benchchaos", args.trials, args.seed, args.runtime)
+    print(chaos.summary(args.topology, args.seed, span, trials, args.runtime))
     return 0 if all(t.clean for t in trials) else 1
 
 

@@ -24,7 +24,7 @@ LABCTL = [sys.executable, "-m", "harness.cli"]
 @dataclass(frozen=True)
 class Trial:
     kill_at_s: float
-    found: int  # namespaces, files and processes of the lab on the host when deploy died
+    found: int  # nodes, files and processes of the lab on the host when deploy died
     destroy_rc: int
     destroy_output: str
     left: list[str]
@@ -39,10 +39,14 @@ def labctl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
     return subprocess.run([*LABCTL, *args], capture_output=True, text=True, timeout=timeout)
 
 
-def full_deploy_seconds(topology: Path, name: str) -> float:
+def deploy_argv(topology: Path, name: str, runtime: str) -> list[str]:
+    return ["deploy", str(topology), "--name", name, "--runtime", runtime]
+
+
+def full_deploy_seconds(topology: Path, name: str, runtime: str) -> float:
     """One deploy to convergence, timed, then destroyed: the span kills are drawn from."""
     start = time.monotonic()
-    out = labctl("deploy", str(topology), "--name", name, timeout=600)
+    out = labctl(*deploy_argv(topology, name, runtime), timeout=600)
     seconds = time.monotonic() - start
     labctl("destroy", name)
     if out.returncode != 0:
@@ -50,8 +54,8 @@ def full_deploy_seconds(topology: Path, name: str) -> float:
     return seconds
 
 
-def kill_during_deploy(topology: Path, name: str, kill_at_s: float) -> Trial:
-    proc = subprocess.Popen([*LABCTL, "deploy", str(topology), "--name", name],
+def kill_during_deploy(topology: Path, name: str, runtime: str, kill_at_s: float) -> Trial:
+    proc = subprocess.Popen([*LABCTL, *deploy_argv(topology, name, runtime)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(kill_at_s)
     proc.kill()
@@ -61,19 +65,22 @@ def kill_during_deploy(topology: Path, name: str, kill_at_s: float) -> Trial:
     return Trial(kill_at_s, found, out.returncode, out.stdout + out.stderr, lab_leftovers(name))
 
 
-def run(topology: Path, name: str, trials: int, seed: int) -> tuple[float, list[Trial]]:
-    span = full_deploy_seconds(topology, name)
+def run(topology: Path, name: str, trials: int, seed: int,
+        runtime: str = "netns") -> tuple[float, list[Trial]]:
+    span = full_deploy_seconds(topology, name, runtime)
     rng = random.Random(seed)
-    return span, [kill_during_deploy(topology, name, rng.uniform(0, span))
+    return span, [kill_during_deploy(topology, name, runtime, rng.uniform(0, span))
                   for _ in range(trials)]
 
 
-def summary(topology: Path, seed: int, span: float, trials: list[Trial]) -> str:
+def summary(topology: Path, seed: int, span: float, trials: list[Trial],
+            runtime: str = "netns") -> str:
     clean = sum(t.clean for t in trials)
-    lines = [f"chaos: {len(trials)} SIGKILLs of `deploy {topology.name}` (seed {seed}), drawn "
+    lines = [f"chaos: {len(trials)} SIGKILLs of `deploy {topology.name} --runtime {runtime}` "
+             f"(seed {seed}), drawn "
              f"over the {span:.1f} s a whole deploy took; destroy left nothing after {clean}",
              f"  the lab had {min(t.found for t in trials)}-{max(t.found for t in trials)} "
-             "namespaces, files and processes on the host when deploy died"]
+             "nodes, files and processes on the host when deploy died"]
     for t in trials:
         if not t.clean:
             lines.append(f"  killed at {t.kill_at_s:.2f} s: destroy exit {t.destroy_rc}, left "

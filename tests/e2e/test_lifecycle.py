@@ -20,6 +20,7 @@ from harness.paths import lab_dir
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl
 from harness.testing.hoststate import differences, snapshot
+from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import REPO, TOPOLOGIES
@@ -82,8 +83,8 @@ CHAOS_TRIALS = 8
 def test_sigkill_at_random_points_then_destroy_leaves_nothing(topology: str) -> None:
     """Seeded; `bench/chaos.py` runs the long version."""
     path = TOPOLOGIES / topology
-    span, trials = chaos.run(path, "e2echaos", CHAOS_TRIALS, CHAOS_SEED)
-    report = chaos.summary(path, CHAOS_SEED, span, trials)
+    span, trials = chaos.run(path, "e2echaos", CHAOS_TRIALS, CHAOS_SEED, RUNTIME)
+    report = chaos.summary(path, CHAOS_SEED, span, trials, RUNTIME)
     print(report)
     assert all(t.clean for t in trials), report
     assert max(t.found for t in trials) > 0  # some kills landed while the lab was being built
