@@ -2,22 +2,31 @@
 
 The switch has already validated a call, checked references and capacity, and stored the new
 record when it calls the backend; a backend only programs its hardware and reports a status.
-It may read the switch (`view`) to resolve references, e.g. a next hop's router interface.
+It may read the switch's objects through `ObjectView` to resolve references (a next hop's
+router interface, a group's members); the switch satisfies that protocol, so backends never
+import the switch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from harness.sai.records import Port, Record
+from harness.sai.records import NextHopGroupMember, Port, Record
 from harness.sai.status import Status
 from harness.sai.types import EntryKey
 
-if TYPE_CHECKING:
-    from harness.sai.switch import SaiSwitch
-
 Ref = int | EntryKey
+
+
+class ObjectView(Protocol):
+    """What a backend may read of the switch's objects."""
+
+    def record(self, ref: Ref) -> Record | None: ...
+
+    def referrers(self, oid: int) -> set[Ref]: ...
+
+    def members(self, group: int) -> dict[int, NextHopGroupMember]: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class Discovery:
 class Backend(Protocol):
     name: str
 
-    def bind(self, view: SaiSwitch) -> None:
+    def bind(self, view: ObjectView) -> None:
         """Called once by the switch that owns this backend."""
 
     def apply(self, ops: list[Op]) -> list[Status]:

@@ -6,14 +6,9 @@ order, and `refuse` makes the backend itself fail a call, to test the switch's r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from harness.sai.backend import Discovery, Op, Ref
+from harness.sai.backend import Discovery, ObjectView, Op, Ref
 from harness.sai.records import Port, Record
 from harness.sai.status import Status
-
-if TYPE_CHECKING:
-    from harness.sai.switch import SaiSwitch
 
 
 class FakeBackend:
@@ -26,9 +21,9 @@ class FakeBackend:
         self.stats: dict[tuple[int, ...], dict[str, int]] = {}
         self.discovery = discovery or Discovery()
         self.adopted: dict[Ref, int] = {}
-        self.view: SaiSwitch | None = None
+        self.view: ObjectView | None = None
 
-    def bind(self, view: SaiSwitch) -> None:
+    def bind(self, view: ObjectView) -> None:
         self.view = view
 
     def apply(self, ops: list[Op]) -> list[Status]:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import socket
 from ipaddress import ip_address, ip_network
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyroute2 import IPRoute
 
 from harness.runtime.nsenter import netlink
-from harness.sai.backend import Discovery, Op, Ref
+from harness.sai.backend import Discovery, ObjectView, Op, Ref
 from harness.sai.netlink import (
     LWTUNNEL_ENCAP_SEG6,
     NLM_F_CREATE,
@@ -61,9 +61,6 @@ from harness.sai.records import (
 from harness.sai.status import Status
 from harness.sai.types import NULL_OID, NeighborKey, ObjectType, RouteKey, oid_type
 
-if TYPE_CHECKING:
-    from harness.sai.switch import SaiSwitch
-
 SAI_TABLE = 252  # the FIB the agent programs; ip rules make it the one that forwards
 RTPROT_SAI = 250  # protocol of every route and nexthop this backend owns
 NH_ID_BASE = 1 << 30  # kernel nexthop ids of SAI objects; zebra counts up from 1
@@ -97,12 +94,12 @@ class KernelBackend:
         self.netns_path = netns_path
         self.table = table
         self.channel = Channel(netns_path)
-        self.view: SaiSwitch | None = None
+        self.view: ObjectView | None = None
         self.handles: dict[int, int] = {}  # SAI oid -> kernel nexthop id
         self._next_id = NH_ID_BASE + 1
         self._live_groups: set[int] = set()  # groups that have a kernel object
 
-    def bind(self, view: SaiSwitch) -> None:
+    def bind(self, view: ObjectView) -> None:
         self.view = view
 
     def close(self) -> None:
