@@ -63,7 +63,10 @@ class Frr:
         for d in (self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
         # The node's own frr user (an image's may have another uid than the host's).
-        self.node.cmd("chown", "frr:frr", str(self.run_dir), str(self.log_dir), check=True)
+        out = self.node.cmd("chown", "frr:frr", str(self.run_dir), str(self.log_dir))
+        if out.returncode != 0:
+            raise LabError(f"{self.node.name}: cannot give FRR its directories: "
+                           f"{out.stderr.strip()}")
         self.config_file.write_text(config)
         # vtysh reads this from its config dir: saves go to the integrated frr.conf beside it.
         (self.workdir / "vtysh.conf").write_text("service integrated-vtysh-config\n")
