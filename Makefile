@@ -6,8 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 LABCTL := $(VENV)/bin/labctl
 DEFAULT_LAB ?= topologies/fpf-mini.yml
-DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procps python3-venv build-essential
-BENCH_DEB_PACKAGES := mininet
+DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procps python3-venv \
+	build-essential mininet
 PYTEST_ARGS ?=
 
 DOCKER_DEB_PACKAGES := docker.io mmdebstrap
@@ -21,12 +21,13 @@ DOCKER_SUITES := tests/e2e/test_clos.py tests/e2e/test_sai_lab.py tests/e2e/test
 setup: debs $(VENV)/.installed build/fl-impair
 
 # Installs only the Debian packages that are missing, so a ready machine pays nothing.
+# Without recommends: mininet's would bring Open vSwitch, which no lab here uses.
 debs:
 	@missing=$$(for p in $(DEB_PACKAGES) $(EXTRA_DEBS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $$missing"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
 $(VENV)/.installed: pyproject.toml
@@ -77,7 +78,6 @@ docker: setup
 images: docker build/fl-impair
 	$(PY) images/build.py
 
-bench: EXTRA_DEBS := $(BENCH_DEB_PACKAGES)
 bench: setup
 	$(PY) bench/deploy.py
 	$(PY) bench/impair.py

@@ -11,10 +11,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, lab_name, open_lab
+from harness.converge import Convergence
 from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError
 from harness.lab import Lab, destroy_lab, lab_names
 from harness.runtime import RUNTIMES, scratch
+from harness.runtime.mininet import MininetRuntime
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 
@@ -29,11 +31,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
     p.add_argument("--runtime", choices=RUNTIMES, default="netns",
-                   help="how nodes run: netns (default, no images) or docker (images from "
-                   "`make images`)")
+                   help="how nodes run: netns (default, no images), docker (images from "
+                   "`make images`) or mininet (Debian's Mininet makes them)")
     p.add_argument("--no-frr", action="store_true",
                    help="build namespaces and links only (no routing daemons)")
     p.set_defaults(run=deploy)
+
+    p = commands.add_parser("mininet", help="deploy a topology with Mininet making the nodes "
+                            "and open Mininet's CLI on it; the lab goes when the CLI ends")
+    p.add_argument("file")
+    p.add_argument("--name", help="lab name instead of the file's")
+    p.add_argument("--timeout", type=float, default=180.0,
+                   help="seconds to wait for every session and route (default 180)")
+    p.set_defaults(run=mininet)
 
     p = commands.add_parser("destroy", help="remove a lab completely (also a crashed one)")
     add_lab_arguments(p, "the lab to remove")
@@ -53,10 +63,8 @@ def require_root() -> None:
         raise LabError("labctl needs root to create namespaces; run it with sudo")
 
 
-def deploy(args: argparse.Namespace) -> int:
-    require_root()
-    plan = augment(load_file(args.file), args.name)
-    lab = Lab(plan, args.runtime)
+def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float) -> Convergence | None:
+    """Deploy with a progress bar per stage."""
     columns = (TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
     with Progress(*columns, console=out, transient=False) as bar:
@@ -71,8 +79,15 @@ def deploy(args: argparse.Namespace) -> int:
             bar.update(task[-1], completed=conv.sessions_up,
                        detail=f"routes {conv.routes_present}/{conv.routes_total}")
 
-        conv = lab.deploy(DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge),
-                          start_frr=not args.no_frr, timeout=args.timeout)
+        return lab.deploy(DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge),
+                          start_frr=start_frr, timeout=timeout)
+
+
+def deploy(args: argparse.Namespace) -> int:
+    require_root()
+    plan = augment(load_file(args.file), args.name)
+    lab = Lab(plan, args.runtime)
+    conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout)
     from harness.cli.inspect import print_inspect
     print_inspect(lab)
     if conv is not None:
@@ -86,6 +101,21 @@ def deploy(args: argparse.Namespace) -> int:
               f"   |   {me} inspect {plan.name}   |   {me} destroy {plan.name}",
               soft_wrap=True)
     return 0
+
+
+def mininet(args: argparse.Namespace) -> int:
+    """Like `mn`: the network lives as long as its CLI (commands can come from a pipe)."""
+    require_root()
+    lab = Lab(augment(load_file(args.file), args.name), "mininet")
+    assert isinstance(lab.runtime, MininetRuntime)
+    lab.runtime.cli = True
+    try:
+        deploy_drawn(lab, start_frr=True, timeout=args.timeout)
+        out.print(f"lab {lab.plan.name} is up; Mininet's CLI follows (`r1 ping r2`, `nodes`, "
+                  f"`exit`); `{_as_typed()} vtysh {lab.plan.name}/NODE` from another shell")
+        return lab.runtime.run_cli(lab.plan)
+    finally:
+        lab.destroy()
 
 
 def _as_typed() -> str:

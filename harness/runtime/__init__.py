@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 # name -> "module:class"; imported on use, so the netns default needs no container tooling.
 RUNTIMES = {"netns": "harness.runtime.netns:NetnsRuntime",
-            "docker": "harness.runtime.docker:DockerRuntime"}
+            "docker": "harness.runtime.docker:DockerRuntime",
+            "mininet": "harness.runtime.mininet:MininetRuntime"}
 
 
 def _runtime_class(name: str) -> type[Runtime]:

@@ -1,0 +1,58 @@
+"""The mininet runtime: Mininet makes the nodes, its CLI drives the lab (here from a pipe, as
+without a terminal), and destroy leaves nothing of either, also after SIGKILL of deploy."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from harness.testing import chaos
+from harness.testing.chaos import LABCTL, labctl
+from harness.testing.hoststate import processes_mentioning
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+from tests.conftest import TOPOLOGIES
+from tests.e2e.conftest import leftovers
+
+pytestmark = pytest.mark.e2e
+SERVER = "mininet_net.py"
+
+
+def test_mininet_cli_drives_the_lab_and_its_end_destroys_it() -> None:
+    plan = augment(load_file(TOPOLOGIES / "clos.yml"), "e2emn")
+    hosts = [n for n in plan.nodes if n.role.value == "host"]
+    target = hosts[-1].loopback4
+    commands = f"nodes\n{hosts[0].name} ping -c 2 -W 2 {target}\n" \
+               f"{hosts[0].name} ping -c 1 -W 2 {hosts[-1].name}\nexit\n"
+    out = subprocess.run([*LABCTL, "mininet", str(TOPOLOGIES / "clos.yml"), "--name", "e2emn"],
+                         input=commands, capture_output=True, text=True, timeout=300)
+    said = out.stdout + out.stderr  # Mininet prints its answers through its logger, on stderr
+    assert out.returncode == 0 and "available nodes are:" in said, said
+    listed = said.split("available nodes are:", 1)[1].split("PING", 1)[0].split()
+    assert sorted(listed) == sorted(n.name for n in plan.nodes)
+    assert "2 packets transmitted, 2 received" in said, said
+    # `host1 ping host4`: Mininet put host4's loopback for its name
+    assert f"PING {target} " in said.split("2 received", 1)[1], said
+    assert "1 packets transmitted, 1 received" in said, said
+    assert not leftovers("e2emn") and not processes_mentioning(SERVER)
+
+
+def test_detached_mininet_lab_is_inspected_and_destroyed() -> None:
+    out = labctl("deploy", str(TOPOLOGIES / "pair.yml"), "--name", "e2emnd", "--runtime",
+                 "mininet")
+    try:
+        assert out.returncode == 0, out.stderr
+        assert processes_mentioning(SERVER)
+        assert labctl("inspect", "e2emnd").returncode == 0
+    finally:
+        assert labctl("destroy", "e2emnd").returncode == 0
+    assert not leftovers("e2emnd") and not processes_mentioning(SERVER)
+
+
+def test_sigkill_of_a_mininet_deploy_then_destroy_leaves_nothing() -> None:
+    path = TOPOLOGIES / "clos.yml"
+    span, trials = chaos.run(path, "e2emnchaos", 4, 1, "mininet")
+    report = chaos.summary(path, 1, span, trials, "mininet")
+    print(report)
+    assert all(t.clean for t in trials) and not processes_mentioning(SERVER), report
