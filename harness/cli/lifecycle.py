@@ -23,13 +23,18 @@ from harness.topology.loader import load_file
 out = make_console()
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("deploy", help="build a lab from a topology file and wait for it "
-                            "to converge")
+def add_topology_arguments(p: argparse.ArgumentParser) -> None:
+    """What every command that deploys a topology file takes."""
     p.add_argument("file")
     p.add_argument("--name", help="lab name instead of the file's (run two copies side by side)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("deploy", help="build a lab from a topology file and wait for it "
+                            "to converge")
+    add_topology_arguments(p)
     p.add_argument("--runtime", choices=RUNTIMES, default="netns",
                    help="how nodes run: netns (default, no images), docker (images from "
                    "`make images`) or mininet (Debian's Mininet makes them)")
@@ -39,10 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     p = commands.add_parser("mininet", help="deploy a topology with Mininet making the nodes "
                             "and open Mininet's CLI on it; the lab goes when the CLI ends")
-    p.add_argument("file")
-    p.add_argument("--name", help="lab name instead of the file's")
-    p.add_argument("--timeout", type=float, default=180.0,
-                   help="seconds to wait for every session and route (default 180)")
+    add_topology_arguments(p)
     p.set_defaults(run=mininet)
 
     p = commands.add_parser("destroy", help="remove a lab completely (also a crashed one)")

@@ -6,7 +6,7 @@ Mininet creates a host, its namespace is attached under the netns runtime's name
 (`ip netns attach fl.<lab>.<node> PID`), so links, FRR, helpers and destroy work exactly as on
 the netns runtime: destroy ends every process in those namespaces (Mininet's shells
 included), the Mininet process (journaled), and removes the names. Mininet's global cleanup
-(`mn -c`, which deletes /tmp/*.log and kills host processes by name) is never run.
+(which deletes /tmp/*.log and kills host processes by name) is never run.
 """
 
 from __future__ import annotations
