@@ -88,9 +88,9 @@ def destroy_lab(name: str) -> bool:
     if directory.exists() and not is_lab_directory(directory):
         raise LabError(f"{directory} is not a fabric-lab lab (no {PLAN_FILE} or {JOURNAL_FILE}"
                        "); left it alone")
-    runtimes = [open_runtime(journal.runtime_name() or "netns", name, journal)]
-    if journal.runtime_name() is None:  # killed before its first line: sweep every runtime
-        runtimes = [r for r in all_runtimes(name, journal) if r.existing_nodes()]
+    recorded = journal.runtime_name()  # None: killed before its first line, sweep them all
+    runtimes = [open_runtime(recorded, name, journal)] if recorded else \
+        all_runtimes(name, journal)
     existed = directory.exists() or any(r.existing_nodes() for r in runtimes)
     survivors = [pid for r in runtimes for pid in r.destroy()]
     survivors += kill_and_reap([p.pid for p in journal.processes() if p.alive()])

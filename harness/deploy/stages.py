@@ -6,6 +6,7 @@ Ctrl-C); a lab that is built but does not converge is kept, so it can be inspect
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -52,10 +53,11 @@ def wire(lab: LabContext, progress: Progress) -> None:
         progress.stage("links", len(lab.plan.links))
         fds = [queue_veth(batches[link.a.node], lab.plan, link,
                           lab.runtime.netns_path(link.b.node)) for link in lab.plan.links]
+        sides_a = Counter(link.a.node for link in lab.plan.links)
         try:
             for name, batch in batches.items():
                 batch.commit()
-                progress.advance(sum(1 for link in lab.plan.links if link.a.node == name))
+                progress.advance(sides_a[name])
         finally:
             for fd in fds:
                 os.close(fd)

@@ -183,12 +183,18 @@ class FrrKind:
     def start(self, lab: LabContext, node: NodePlan) -> None:
         frr = lab.frr(node.name)
         frr.prepare(self.config(lab, node, frr))
+        self.before_frr(lab, node, fresh=True)
         frr.start(lab.journal, self.zebra_args)
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         frr = lab.frr(node.name)
         frr.clear_stale_sockets()
+        self.before_frr(lab, node, fresh=False)
         frr.start(lab.journal, self.zebra_args)
+
+    def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
+        """What must run before FRR's daemons start; `fresh` on a just-wired node, not after
+        a crash (whose kernel state is still there)."""
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         frr = lab.frr(node.name)

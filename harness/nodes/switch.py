@@ -101,18 +101,12 @@ class SaiKind(FrrKind):
     def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
         return super().config(lab, node, frr) + fpm_config()
 
-    def start(self, lab: LabContext, node: NodePlan) -> None:
-        frr = lab.frr(node.name)
-        frr.prepare(self.config(lab, node, frr))
-        install_rules(lab, node.name)
+    def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
+        """The rules and the SAI table outlive a crash, so only a fresh node gets rules; a
+        restarted agent reads the table back and reconciles it with what zebra replays."""
+        if fresh:
+            install_rules(lab, node.name)
         start_agent(lab, node.name)
-        frr.start(lab.journal, self.zebra_args)
-
-    def restart(self, lab: LabContext, node: NodePlan) -> None:
-        """The rules and the SAI table outlive a crash; the new agent reads the table back and
-        reconciles it with what zebra replays."""
-        start_agent(lab, node.name)
-        super().restart(lab, node)
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """Adds column `sai`: the agent's own verdict, or down if it does not answer."""
