@@ -41,3 +41,12 @@ class TopologyError(FabricLabError):
 
 class LabError(FabricLabError):
     """A lab could not be deployed, found or destroyed."""
+
+
+class UsageError(FabricLabError):
+    """The command line itself is wrong (exit code 2, as argparse's own errors)."""
+
+
+class CheckFailed(LabError):
+    """A lab did what it was asked but a check failed: convergence timed out, a probe
+    failed (exit code 1)."""

@@ -10,7 +10,8 @@ from harness.deploy.context import LabContext
 
 def node_status(lab: LabContext, name: str) -> dict[str, Any]:
     node, kind = lab.plan.node(name), lab.kind(name)
-    return {"node": name, "role": node.role.value, "kind": kind.name, "plane": node.plane,
+    return {"node": name, "role": node.role.value if node.role else None, "kind": kind.name,
+            "plane": node.plane,
             "asn": node.asn, "loopback4": node.loopback4, "loopback6": node.loopback6,
             **kind.status(lab, node)}
 

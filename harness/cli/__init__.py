@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from harness.cli import access, doctor, gen, graph, inspect, lifecycle, netem, sai
 from harness.cli.console import make_console
-from harness.errors import FabricLabError
+from harness.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, doctor, netem, sai, gen)
 console = make_console(stderr=True)
@@ -36,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.run(args) or 0)
+    except CheckFailed as exc:  # the lab is there, a check on it failed: exit 1
+        console.print(f"[bold red]failed:[/] {escape(str(exc))}", highlight=False,
+                      soft_wrap=True)
+        return 1
     except FabricLabError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2

@@ -36,9 +36,11 @@ def print_inspect(lab: Lab) -> None:
         state = r["state"] + (f" ({', '.join(r['daemons_down'])} down)" if r["daemons_down"]
                               else "")
         plane = "" if r["plane"] is None else str(r["plane"])
-        table.add_row(r["node"], r["role"], r["kind"], plane,
-                      str(r["asn"]), f"{r['loopback4']}\n{r['loopback6']}",
-                      f"{r['bgp_up']}/{r['bgp_total']}", *(str(r.get(k, "-")) for k in extra),
+        loopback = f"{r['loopback4']}\n{r['loopback6']}" if r["loopback4"] else "-"
+        table.add_row(r["node"], r["role"] or "-", r["kind"], plane,
+                      str(r["asn"] or "-"), loopback,
+                      f"{r['bgp_up']}/{r['bgp_total']}" if "bgp_up" in r else "-",
+                      *(str(r.get(k, "-")) for k in extra),
                       f"[{style}]{state}[/]")
     out.print(table)
 

@@ -7,25 +7,30 @@ import os
 import shutil
 import sys
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, lab_name, open_lab
 from harness.converge import Convergence
 from harness.deploy.stages import Progress as DeployProgress
-from harness.errors import LabError
+from harness.errors import LabError, UsageError
 from harness.lab import Lab, destroy_lab, lab_names
 from harness.runtime import RUNTIMES, scratch
 from harness.runtime.mininet import MininetRuntime
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
+from harness.topology.schema import Kind, Role
 
 out = make_console()
 
 
 def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     """What every command that deploys a topology file takes."""
-    p.add_argument("file")
+    p.add_argument("file", nargs="?", help="the topology file (or -t FILE)")
+    p.add_argument("-t", "--topo", metavar="FILE", help="the topology file, as containerlab's -t")
+    p.add_argument("--node-filter", metavar="A,B",
+                   help="deploy only these nodes; links to the others are skipped and reported")
     p.add_argument("--name", help="lab name instead of the file's (run two copies side by side)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
@@ -78,7 +83,7 @@ def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float) -> Convergence | 
             task.append(bar.add_task(name, total=total, detail=""))
 
         def converge(conv) -> None:
-            bar.update(task[-1], completed=conv.sessions_up,
+            bar.update(task[-1], completed=conv.sessions_up + conv.neighbours_up,
                        detail=f"routes {conv.routes_present}/{conv.routes_total}")
 
         return lab.deploy(DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge),
@@ -87,28 +92,40 @@ def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float) -> Convergence | 
 
 def deploy(args: argparse.Namespace) -> int:
     require_root()
-    plan = augment(load_file(args.file), args.name)
+    node_filter = args.node_filter.split(",") if args.node_filter else None
+    plan = augment(load_file(topology_file(args)), args.name, node_filter)
     lab = Lab(plan, args.runtime)
+    for note in lab.plan.notes:  # before the bars: what of the file was not taken as it is
+        out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout)
     from harness.cli.inspect import print_inspect
     print_inspect(lab)
     if conv is not None:
-        out.print(f"[green]lab {plan.name} is up[/]: {conv.sessions_total} eBGP sessions "
-                  f"Established, {conv.routes_total} loopback routes in place.")
-    hosts = [n for n in plan.nodes if n.role.value == "host"] or plan.nodes
-    src, dst = hosts[0], hosts[-1]
+        out.print(f"[green]lab {plan.name} is up[/]: {conv.summary()}.")
     me = _as_typed()
-    out.print(f"Try: {me} exec {src.name} -- ping -c3 {dst.loopback4}"
-              f"   |   {me} vtysh {plan.nodes[0].name} -c 'show bgp summary'"
+    routers = [n for n in plan.nodes if n.kind in (Kind.frr, Kind.sai)] or plan.nodes
+    hosts = [n for n in plan.nodes if n.role is Role.host] or routers
+    src, dst = hosts[0], hosts[-1]
+    ping = f"{me} exec {src.name} -- ping -c3 {dst.loopback4}" if dst.loopback4 else \
+        f"{me} exec {src.name} -- ip address"
+    out.print(f"Try: {ping}   |   {me} vtysh {routers[0].name} -c 'show ip route'"
               f"   |   {me} inspect {plan.name}   |   {me} destroy {plan.name}",
               soft_wrap=True)
     return 0
 
 
+def topology_file(args: argparse.Namespace) -> str:
+    """FILE or -t FILE, as containerlab users type it."""
+    if (args.file is None) == (args.topo is None):
+        raise UsageError("give the topology file once: `deploy FILE` or `deploy -t FILE`")
+    return args.file or args.topo
+
+
 def mininet(args: argparse.Namespace) -> int:
     """Like `mn`: the network lives as long as its CLI (commands can come from a pipe)."""
     require_root()
-    lab = Lab(augment(load_file(args.file), args.name), "mininet")
+    node_filter = args.node_filter.split(",") if args.node_filter else None
+    lab = Lab(augment(load_file(topology_file(args)), args.name, node_filter), "mininet")
     assert isinstance(lab.runtime, MininetRuntime)
     lab.runtime.cli = True
     try:

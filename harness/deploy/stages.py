@@ -15,8 +15,12 @@ from harness.converge import Convergence, wait_converged
 from harness.deploy.context import LabContext
 from harness.errors import LabError
 from harness.links import impair
+from harness.links.bridge import join_bridge
 from harness.links.veth import queue_addresses, queue_veth
+from harness.nodes.neighbours import declared
+from harness.runtime.nsenter import write_sysctls
 from harness.runtime.rtnl_batch import RtnlBatch
+from harness.topology.schema import Kind
 
 START_WORKERS = 8
 
@@ -69,6 +73,11 @@ def wire(lab: LabContext, progress: Progress) -> None:
     finally:
         for batch in batches.values():
             batch.sock.close()
+    for node in lab.plan.nodes:
+        if node.kind is Kind.bridge:
+            join_bridge(lab.node(node.name))
+        if node.sysctls:  # the user's, once the interfaces they may name exist
+            write_sysctls(lab.runtime.netns_path(node.name), node.sysctls)
 
 
 def impair_links(lab: LabContext, progress: Progress) -> None:
@@ -108,7 +117,8 @@ def run_exec(lab: LabContext, progress: Progress) -> None:
 
 def converge(timeout: float) -> Stage:
     def run(lab: LabContext, progress: Progress) -> Convergence:
-        progress.stage("converging", len(lab.plan.sessions))
+        progress.stage("converging", len(lab.plan.sessions) + sum(
+            len(n) for n in declared(lab).values()))
         return wait_converged(lab, timeout, progress.converge)
     return Stage("converge", run, rolls_back=False)
 

@@ -36,5 +36,6 @@ def queue_addresses(batch: RtnlBatch, node: NodePlan) -> None:
     indexes = ifindexes(node)
     for iface in node.interfaces:
         batch.set_up(indexes[iface.name])
-        batch.add_address(indexes[iface.name], iface.ipv4)
-        batch.add_address(indexes[iface.name], iface.ipv6)
+        for cidr in (iface.ipv4, iface.ipv6):
+            if cidr is not None:  # else the user's config or exec addresses it
+                batch.add_address(indexes[iface.name], cidr)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
+from harness.nodes.neighbours import answers, declared, is_up
 from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
 from harness.paths import frr_pathspace
@@ -46,6 +47,7 @@ class Frr:
         self.node = node
         self.workdir = workdir
         self.pathspace = pathspace
+        self.daemons = tuple(node.plan.daemons or DAEMONS)  # zebra first
 
     @property
     def run_dir(self) -> Path:
@@ -70,7 +72,7 @@ class Frr:
         self.config_file.write_text(config)
         # vtysh reads this from its config dir: saves go to the integrated frr.conf beside it.
         (self.workdir / "vtysh.conf").write_text("service integrated-vtysh-config\n")
-        for daemon in DAEMONS:  # read at start (empty: frr.conf is applied through vtysh)
+        for daemon in self.daemons:  # read at start (empty: frr.conf is applied by vtysh)
             self.daemon_config(daemon).touch()
 
     def daemon_config(self, daemon: str) -> Path:
@@ -94,19 +96,29 @@ class Frr:
             for stale in self.run_dir.glob(pattern):
                 stale.unlink()
 
-    def start(self, journal: Journal, zebra_args: tuple[str, ...] = ()) -> None:
-        """Start zebra first (the others connect to its zserv socket), then the rest."""
+    @property
+    def refused_file(self) -> Path:
+        """Lines of a user's config that FRR refused, as vtysh reported them."""
+        return self.workdir / "refused.txt"
+
+    def start(self, journal: Journal, zebra_args: tuple[str, ...] = (), *,
+              strict: bool = True) -> None:
+        """Start zebra first (the others connect to its zserv socket), then the rest, then
+        apply frr.conf. `strict`: a refused line is an error (a generated config must be
+        accepted whole); else the refused lines are kept in `refused_file` and FRR runs
+        with the rest, as a router booting that config would."""
         journal.path_outside_lab(FRR_STATE / self.pathspace)
         self._start_daemon("zebra", journal, zebra_args)
         self._wait_for(self.run_dir / "zserv.api")
-        for daemon in DAEMONS[1:]:
+        for daemon in self.daemons[1:]:
             self._start_daemon(daemon, journal)
-        for daemon in DAEMONS:
+        for daemon in self.daemons:
             self._wait_for(self.run_dir / f"{daemon}.vty")
         out = self._vtysh_process(["-f", str(self.config_file)])
-        if out.returncode != 0:
-            raise LabError(f"{self.node.name}: FRR rejected {self.config_file}:\n"
-                           f"{out.stdout}{out.stderr}")
+        refused = f"{out.stdout}{out.stderr}".strip()
+        if out.returncode != 0 and strict:
+            raise LabError(f"{self.node.name}: FRR rejected {self.config_file}:\n{refused}")
+        self.refused_file.write_text(refused + "\n" if out.returncode != 0 else "")
 
     def _start_daemon(self, daemon: str, journal: Journal, extra: tuple[str, ...] = ()) -> None:
         out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=START_TIMEOUT_S)
@@ -178,19 +190,22 @@ class FrrKind:
     zebra_args: tuple[str, ...] = ()
 
     def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
+        """A fabric node's config is rendered from the plan; a user's is used as it is."""
+        if node.user_configured:
+            return Path(node.frr_config).read_text() if node.frr_config else ""
         return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"))
 
     def start(self, lab: LabContext, node: NodePlan) -> None:
         frr = lab.frr(node.name)
         frr.prepare(self.config(lab, node, frr))
         self.before_frr(lab, node, fresh=True)
-        frr.start(lab.journal, self.zebra_args)
+        frr.start(lab.journal, self.zebra_args, strict=not node.user_configured)
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         frr = lab.frr(node.name)
         frr.clear_stale_sockets()
         self.before_frr(lab, node, fresh=False)
-        frr.start(lab.journal, self.zebra_args)
+        frr.start(lab.journal, self.zebra_args, strict=not node.user_configured)
 
     def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
         """What must run before FRR's daemons start; `fresh` on a just-wired node, not after
@@ -198,7 +213,9 @@ class FrrKind:
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         frr = lab.frr(node.name)
-        dead = [d for d in DAEMONS if frr.daemon_pid(d) is None]
+        dead = [d for d in frr.daemons if frr.daemon_pid(d) is None]
+        if node.user_configured:
+            return user_frr_status(lab, frr, node, dead)
         planned = {s.peer_ip for s in lab.plan.sessions_of(node.name)}
         try:
             states = frr.bgp_peer_states() if "bgpd" not in dead else {}
@@ -208,3 +225,20 @@ class FrrKind:
         state = "down" if "zebra" in dead or "bgpd" in dead else "degraded" if dead else \
             "running"
         return {"bgp_up": up, "bgp_total": len(planned), "daemons_down": dead, "state": state}
+
+
+def user_frr_status(lab: LabContext, frr: Frr, node: NodePlan, dead: list[str]) -> dict[str, Any]:
+    """A user-configured router: its declared neighbours up, and lines FRR refused."""
+    wanted = declared(lab).get(node.name, [])
+    state = answers(frr)
+    up = {n for n in wanted if is_up(n, state)}
+    bgp = [n for n in wanted if n.protocol == "bgp"]
+    ospf = [n for n in wanted if n.protocol != "bgp"]
+    refused = frr.refused_file.read_text().count("\n") if frr.refused_file.exists() else 0
+    missing = [str(n).removeprefix(f"{node.name} ") for n in wanted if n not in up]
+    return {"bgp_up": len(up.intersection(bgp)), "bgp_total": len(bgp),
+            "ospf": f"{len(up.intersection(ospf))}/{len(ospf)}",
+            "neighbours_down": ", ".join(missing) or "-", "refused_lines": refused,
+            "daemons_down": dead,
+            "state": "down" if "zebra" in dead else "degraded" if dead or missing else
+            "running"}

@@ -1,9 +1,10 @@
 """Node kinds behind one small registry: each kind says how its nodes start, come back after
 a crash, report their state (the `inspect` columns) and which table forwards their transit.
 
-Kinds today: `frr` (a router: zebra programs the kernel), `sai` (a switch: FRR -> FPM ->
-agent -> SAI -> kernel) and `host` (a GPU host whose NICs reach several planes: FRR plus the
-spraying NIC). A host cabled to one plane has nothing to spray over and is a plain `frr` node.
+Kinds today: `frr` (a router: zebra programs the kernel; its config planned, or the user's
+own), `sai` (a switch: FRR -> FPM -> agent -> SAI -> kernel), `host` (a GPU host whose NICs
+reach several planes: FRR plus the spraying NIC), and containerlab's `linux` and `bridge`.
+A host cabled to one plane has nothing to spray over and is a plain `frr` node.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.nodes.frr import FrrKind
 from harness.nodes.host import HostKind
+from harness.nodes.linux import BridgeKind, LinuxKind
 from harness.nodes.switch import SaiKind
 from harness.spray.control import sprays
 from harness.topology.plan import LabPlan, NodePlan
@@ -37,7 +39,8 @@ class NodeKind(Protocol):
 
 
 HOST: NodeKind = HostKind()
-KINDS: dict[Kind, NodeKind] = {Kind.frr: FrrKind(), Kind.sai: SaiKind()}
+KINDS: dict[Kind, NodeKind] = {Kind.frr: FrrKind(), Kind.sai: SaiKind(), Kind.linux: LinuxKind(),
+                               Kind.bridge: BridgeKind()}
 
 
 def resolve_kinds(plan: LabPlan) -> dict[str, NodeKind]:

@@ -11,6 +11,7 @@ from harness.runtime.base import Runtime
 from harness.runtime.nsenter import netlink, rtnl_socket
 from harness.runtime.rtnl_batch import LOOPBACK_IFINDEX, RtnlBatch
 from harness.topology.plan import NodePlan
+from harness.topology.schema import Kind
 
 # Set before any link exists, so every interface inherits the `default` values.
 ROUTER_SYSCTLS = {
@@ -29,6 +30,9 @@ ROUTER_SYSCTLS = {
     "net.ipv4.icmp_ratelimit": "0",  # probes and traceroutes must not be throttled
     "net.ipv6.icmp.ratelimit": "0",
 }
+# A plain node (a PC, a bridge) forwards nothing, but gets IPv6 without the DAD wait too.
+PLAIN_SYSCTLS = {key: value for key, value in ROUTER_SYSCTLS.items()
+                 if "forward" not in key and "multipath" not in key}
 
 
 class Node:
@@ -53,8 +57,11 @@ class Node:
     def open_batch(self) -> RtnlBatch:
         """One trip into the fresh namespace: router sysctls set (before any link exists, so
         every interface inherits `default`), then `lo` and the loopbacks queued."""
-        batch = RtnlBatch(rtnl_socket(self.runtime.netns_path(self.name), ROUTER_SYSCTLS))
+        sysctls = PLAIN_SYSCTLS if self.plan.kind in (Kind.linux, Kind.bridge) else \
+            ROUTER_SYSCTLS
+        batch = RtnlBatch(rtnl_socket(self.runtime.netns_path(self.name), sysctls))
         batch.set_up(LOOPBACK_IFINDEX)
-        batch.add_address(LOOPBACK_IFINDEX, f"{self.plan.loopback4}/32")
-        batch.add_address(LOOPBACK_IFINDEX, f"{self.plan.loopback6}/128")
+        if self.plan.loopback4 and self.plan.loopback6:  # planned for fabric nodes only
+            batch.add_address(LOOPBACK_IFINDEX, f"{self.plan.loopback4}/32")
+            batch.add_address(LOOPBACK_IFINDEX, f"{self.plan.loopback6}/128")
         return batch

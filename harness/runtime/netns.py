@@ -6,6 +6,7 @@ see the node's interfaces and the host's filesystem and Python, exactly like Min
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,24 @@ from harness.paths import NETNS_PREFIX, is_lab_name, lab_netns_prefix, netns_nam
 from harness.runtime.journal import Journal, process_start_time
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.topology.binds import Bind
+from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import LabPlan, NodePlan
+from harness.topology.schema import Kind
+
+
+def with_binds(binds: Sequence[Bind], env: dict[str, str], argv: Sequence[str]) -> list[str]:
+    """argv run after mounting `binds` and with `env` set (as it is without either)."""
+    if not binds and not env:
+        return list(argv)
+    steps = []
+    for bind in binds:
+        steps.append(f"mount --bind {shlex.quote(bind.source)} {shlex.quote(bind.target)}")
+        if bind.read_only:
+            steps.append(f"mount -o remount,bind,ro {shlex.quote(bind.target)}")
+    assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+    script = " && ".join([*steps, f'exec env {assignments} "$@"'])
+    return ["sh", "-c", script, "sh", *argv]
 
 
 class NetnsRuntime:
@@ -27,15 +45,31 @@ class NetnsRuntime:
     def __init__(self, lab: str, journal: Journal) -> None:
         self.lab = lab
         self.journal = journal
+        self.mounts: dict[str, list[Bind]] = {}
+        self.env: dict[str, dict[str, str]] = {}
 
     def netns_path(self, node: str) -> str:
         return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
 
     def prepare(self, plan: LabPlan) -> LabPlan:
-        return plan
+        """Which binds each node's processes get (those whose target exists on the host's
+        filesystem, which netns nodes share), and what each image became."""
+        notes = []
+        for node in plan.nodes:
+            self.env[node.name] = node.env
+            self.mounts[node.name] = [b for b in node.binds if Path(b.target).exists()]
+            notes += [f"{node.name}: bind {b} not mounted: netns nodes share the host's files "
+                      f"and it has no {b.target} (the docker runtime mounts it)"
+                      for b in node.binds if b not in self.mounts[node.name]]
+            if node.image is not None:
+                notes.append(f"{node.name}: image {node.image} -> " + (
+                    frr_mapping(node) if node.kind is Kind.frr else
+                    "a namespace running this host's programs"))
+        return plan.model_copy(update={"notes": list(dict.fromkeys([*plan.notes, *notes]))})
 
     def check(self, plan: LabPlan, *, start: bool) -> None:
-        if start and not (FRR_SBIN / "zebra").exists():
+        if start and any(n.kind in (Kind.frr, Kind.sai) for n in plan.nodes) and \
+                not (FRR_SBIN / "zebra").exists():
             raise LabError(f"FRR is not installed ({FRR_SBIN}/zebra is missing): "
                            "`apt-get install frr`, or run `make lab` which installs it")
 
@@ -46,7 +80,10 @@ class NetnsRuntime:
             create_netns(name)
 
     def _wrap(self, node: str, argv: Sequence[str]) -> list[str]:
-        return ["ip", "netns", "exec", netns_name(self.lab, node), *argv]
+        """`ip netns exec` gives each command a mount namespace of its own (slave to the
+        host's, so nothing mounted in it reaches the host): the node's binds go there."""
+        return ["ip", "netns", "exec", netns_name(self.lab, node),
+                *with_binds(self.mounts.get(node, []), self.env.get(node, {}), argv)]
 
     def run(self, node: str, argv: Sequence[str], *, timeout: float | None = 60,
             input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:

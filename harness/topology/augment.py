@@ -8,12 +8,22 @@ and every host has its own, and super-spines share one. A node's own `asn` wins.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from ipaddress import IPv4Address, IPv6Address, ip_network
+from pathlib import Path
 
 from harness.errors import TopologyError, TopologyProblem
 from harness.links.fibre import one_way_delay_us
 from harness.paths import LAB_NAME_RULE, is_lab_name
+from harness.topology.binds import bound_file, parse_bind
+from harness.topology.frr_image import (
+    CONFIG_FILE,
+    DAEMONS_FILE,
+    daemons_for_config,
+    daemons_from_file,
+    is_frr_image,
+)
+from harness.topology.frr_image import DAEMONS as FRR_DAEMONS
 from harness.topology.loader import LoadedTopology
 from harness.topology.plan import (
     BfdPlan,
@@ -25,7 +35,7 @@ from harness.topology.plan import (
     NodePlan,
     Session,
 )
-from harness.topology.schema import LinkSpec, NodeSpec, Role
+from harness.topology.schema import IGNORED_NODE_KEYS, Kind, LinkSpec, NodeFields, Role
 from harness.topology.validate import split_endpoint, validate
 
 DEFAULT_MTU = 1500
@@ -34,7 +44,7 @@ _UNIQUE_ASN_OFFSET = {Role.leaf: 1_000, Role.host: 10_000, Role.backbone: 20_000
                       Role.scaleup: 30_000}
 
 
-def asn_plan(nodes: dict[str, NodeSpec], base: int) -> dict[str, int]:
+def asn_plan(nodes: dict[str, NodeFields], base: int) -> dict[str, int]:
     counters: dict[Role, int] = defaultdict(int)
     plan = {}
     for name, node in nodes.items():
@@ -58,7 +68,7 @@ def _free_hosts(pool: str, taken: set) -> Iterator:
             yield address
 
 
-def loopback_plan(nodes: dict[str, NodeSpec], pool4: str, pool6: str
+def loopback_plan(nodes: dict[str, NodeFields], pool4: str, pool6: str
                   ) -> dict[str, tuple[IPv4Address, IPv6Address]]:
     taken4 = {n.loopback4 for n in nodes.values() if n.loopback4}
     taken6 = {n.loopback6 for n in nodes.values() if n.loopback6}
@@ -75,16 +85,22 @@ def impairment_of(link: LinkSpec) -> Impairment:
                       duplicate_pct=link.duplicate or 0.0, rate_bps=link.rate)
 
 
-def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
-    """`name` overrides the file's lab name (deploy --name), e.g. for two copies side by side."""
+def augment(loaded: LoadedTopology, name: str | None = None,
+            node_filter: Sequence[str] | None = None) -> LabPlan:
+    """`name` overrides the file's lab name (deploy --name), e.g. for two copies side by side;
+    `node_filter` deploys only those nodes and the links between them."""
     nodes = validate(loaded)
-    spec = loaded.spec
+    spec, src = loaded.spec, loaded.source
     if name is not None and not is_lab_name(name):
         raise TopologyError([TopologyProblem(
-            f"lab name {name!r} is not usable", key="--name", file=loaded.source.file,
+            f"lab name {name!r} is not usable", key="--name", file=src.file,
             fix=f"use {LAB_NAME_RULE}")])
-    asns = asn_plan(nodes, spec.bgp.asn_base)
-    loopbacks = loopback_plan(nodes, str(spec.addressing.loopback4),
+    notes = ignored_keys(loaded)
+    if node_filter is not None:
+        nodes = _filtered(loaded, nodes, node_filter)
+    fabric = {n: spec_ for n, spec_ in nodes.items() if spec_.role is not None}
+    asns = asn_plan(fabric, spec.bgp.asn_base)
+    loopbacks = loopback_plan(fabric, str(spec.addressing.loopback4),
                               str(spec.addressing.loopback6))
     p2p4 = ip_network(spec.addressing.p2p4).subnets(new_prefix=31)
     p2p6 = ip_network(spec.addressing.p2p6).subnets(new_prefix=127)
@@ -92,11 +108,19 @@ def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
     links, sessions = [], []
     for link in spec.topology.links:
         (na, ia), (nb, ib) = (split_endpoint(e) for e in link.endpoints)  # type: ignore[misc]
+        if na not in nodes or nb not in nodes:
+            notes.append(f"link {na}:{ia} -- {nb}:{ib} skipped: "
+                         f"{na if na not in nodes else nb} is not in --node-filter")
+            continue
         a, b = Endpoint(node=na, iface=ia), Endpoint(node=nb, iface=ib)
-        net4, net6 = next(p2p4), next(p2p6)
         mtu = link.mtu or DEFAULT_MTU
         links.append(LinkPlan(a=a, b=b, mtu=mtu, distance_km=link.distance_km,
                               impairment=impairment_of(link)))
+        if na not in fabric or nb not in fabric:  # the user's own configs address it
+            interfaces[na].append(Interface(name=ia, ipv4=None, ipv6=None, mtu=mtu, peer=b))
+            interfaces[nb].append(Interface(name=ib, ipv4=None, ipv6=None, mtu=mtu, peer=a))
+            continue
+        net4, net6 = next(p2p4), next(p2p6)
         ends = ((a, b, net4[0], net4[1], net6[0], net6[1]),
                 (b, a, net4[1], net4[0], net6[1], net6[0]))
         for local, peer, v4, peer4, v6, peer6 in ends:
@@ -107,17 +131,89 @@ def augment(loaded: LoadedTopology, name: str | None = None) -> LabPlan:
                     node=local.node, peer=peer.node, afi=afi, local_ip=str(mine),
                     peer_ip=str(theirs), local_asn=asns[local.node], peer_asn=asns[peer.node],
                     iface=local.iface))
-    node_plans = [
-        NodePlan(name=name, role=n.role, kind=n.kind, asn=asns[name],
-                 router_id=str(loopbacks[name][0]), loopback4=str(loopbacks[name][0]),
-                 loopback6=str(loopbacks[name][1]), plane=n.plane, image=n.image,
-                 group=n.group,
-                 labels=n.labels, exec=n.exec, interfaces=interfaces[name])
-        for name, n in nodes.items()]
+    base = Path(src.file).parent
+    node_plans = []
+    for node_name, n in nodes.items():
+        common = {"name": node_name, "role": n.role, "kind": n.kind, "plane": n.plane,
+                  "image": n.image, "group": n.group, "labels": n.labels, "exec": n.exec,
+                  "env": n.env, "sysctls": n.sysctls, "cmd": n.cmd,
+                  "binds": [parse_bind(b, base) for b in n.binds],
+                  "interfaces": interfaces[node_name]}
+        if node_name in fabric:
+            v4, v6 = loopbacks[node_name]
+            node_plans.append(NodePlan(**common, asn=asns[node_name], router_id=str(v4),
+                                       loopback4=str(v4), loopback6=str(v6)))
+        else:
+            node_plans.append(user_node(loaded, node_name, n, NodePlan(**common)))
     bfd = spec.bgp.bfd
     return LabPlan(
-        name=name or spec.name, source=loaded.source.file, keepalive=spec.bgp.keepalive,
-        hold=spec.bgp.hold, nodes=node_plans, links=links, sessions=sessions,
+        name=name or spec.name, source=str(Path(src.file).absolute()),
+        keepalive=spec.bgp.keepalive, hold=spec.bgp.hold, nodes=node_plans, links=links,
+        sessions=sessions, notes=notes,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None)
         if bfd else None)
+
+
+def _filtered(loaded: LoadedTopology, nodes: dict[str, NodeFields],
+              node_filter: Sequence[str]) -> dict[str, NodeFields]:
+    unknown = [n for n in node_filter if n not in nodes]
+    if unknown:
+        raise TopologyError([TopologyProblem(
+            f"--node-filter names {', '.join(unknown)}, not in the topology",
+            key="--node-filter", file=loaded.source.file,
+            fix=f"pick from: {', '.join(nodes)}")])
+    return {n: spec for n, spec in nodes.items() if n in node_filter}
+
+
+def user_node(loaded: LoadedTopology, name: str, spec: NodeFields, node: NodePlan) -> NodePlan:
+    """A node configured by the user: an FRR image or kind frr runs FRR with the user's
+    config as it is; anything else runs only its exec and cmd."""
+    path = ("topology", "nodes", name)
+    if spec.kind is Kind.frr:
+        config = Path(loaded.source.file).parent / spec.startup_config  # type: ignore[operator]
+        daemons = (["zebra", *(d for d in spec.extras.frr.daemons if d != "zebra")]
+                   if spec.extras and spec.extras.frr and spec.extras.frr.daemons
+                   else daemons_for_config(config.read_text()))
+        unknown = [d for d in daemons if d not in FRR_DAEMONS]
+        if unknown:
+            raise TopologyError([loaded.source.problem(
+                (*path, "extras"), f"unknown FRR daemon(s) {', '.join(unknown)}",
+                f"use some of: {', '.join(FRR_DAEMONS)}")])
+        return node.model_copy(update={"frr_config": str(config.resolve()), "daemons": daemons})
+    if spec.kind is not Kind.linux or not is_frr_image(spec.image):
+        return node
+    config = bound_file(node.binds, CONFIG_FILE)
+    daemons_file = bound_file(node.binds, DAEMONS_FILE)
+    try:
+        daemons = (daemons_from_file(daemons_file) if daemons_file else
+                   daemons_for_config(config.read_text() if config else ""))
+    except ValueError as exc:
+        raise TopologyError([loaded.source.problem((*path, "binds"), str(exc),
+                                                   "switch that daemon off (=no)")]) from None
+    return node.model_copy(update={"kind": Kind.frr, "daemons": daemons,
+                                   "frr_config": str(config) if config else None})
+
+
+def ignored_keys(loaded: LoadedTopology) -> list[str]:
+    """One line per containerlab key that means nothing here, with the nodes that set it."""
+    topo = loaded.spec.topology
+    entries = {"defaults": topo.defaults, **{f"kinds.{k.value}": v for k, v in
+                                             topo.kinds.items()},
+               **{f"groups.{k}": v for k, v in topo.groups.items()}, **topo.nodes}
+    users: dict[str, list[str]] = defaultdict(list)
+    for where, entry in entries.items():
+        for field in entry.model_fields_set:
+            alias = field.replace("_", "-")
+            if alias in IGNORED_NODE_KEYS:
+                users[alias].append(where)
+    notes = [f"{key} ignored ({IGNORED_NODE_KEYS[key]}): set on {', '.join(where)}"
+             for key, where in users.items()]
+    if loaded.spec.mgmt is not None:
+        notes.append("mgmt ignored (no management network: nodes are reached with "
+                     "`labctl exec`)")
+    if loaded.spec.prefix is not None:
+        notes.append("prefix ignored (nodes are named by the lab: `labctl exec NODE`)")
+    if any(link.vars for link in topo.links):
+        notes.append("links' vars ignored (no config templating)")
+    return notes

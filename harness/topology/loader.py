@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import TopologyError, TopologyProblem
+from harness.topology.envsubst import expand
 from harness.topology.schema import TopologyFile
 
 KeyPath = tuple[str | int, ...]
@@ -113,7 +116,8 @@ def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
         field = getattr(current, "model_fields", {}).get(part)
         if field is not None:  # else a user's own key (a node name): same model below it
             current = _field_model(field.annotation)
-    return list(getattr(current, "model_fields", {}))
+    fields = getattr(current, "model_fields", {})
+    return [field.alias or name for name, field in fields.items()]
 
 
 def _field_model(annotation: Any) -> Any:
@@ -164,8 +168,10 @@ class LoadedTopology:
     source: SourceMap
 
 
-def load_text(text: str, file: str = "<topology>") -> LoadedTopology:
-    data, src = parse_yaml(text, file)
+def load_text(text: str, file: str = "<topology>",
+              env: Mapping[str, str] | None = None) -> LoadedTopology:
+    """`env` (default: this process's environment) fills containerlab's `${VAR:=default}`."""
+    data, src = parse_yaml(expand(text, os.environ if env is None else env, file), file)
     if not isinstance(data, dict):
         raise TopologyError([TopologyProblem(
             "a topology file is a mapping with 'name' and 'topology'", file=file, line=1,

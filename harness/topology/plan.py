@@ -7,9 +7,11 @@ before any namespace exists, so `destroy` and `inspect` work even after a crashe
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.topology.binds import Bind
 from harness.topology.schema import Kind, Role
 
 
@@ -41,9 +43,12 @@ class Impairment(_Plain):
 
 
 class Interface(_Plain):
+    """A link end; None addresses on a link to a node configured by the user (its config or
+    `exec` addresses it, as in containerlab)."""
+
     name: str
-    ipv4: str  # "10.1.0.0/31"
-    ipv6: str  # "fd00:0:1::/127"
+    ipv4: str | None  # "10.1.0.0/31"
+    ipv6: str | None  # "fd00:0:1::/127"
     mtu: int
     peer: Endpoint
 
@@ -74,19 +79,33 @@ class Session(_Plain):
 
 
 class NodePlan(_Plain):
+    """A fabric node has a role, and its ASN, loopbacks and FRR config are planned here; a
+    node without one is configured by the user (containerlab's way): `frr_config` is their
+    file, applied as it is, `exec` addresses the links."""
+
     name: str
-    role: Role
+    role: Role | None
     kind: Kind
-    asn: int
-    router_id: str
-    loopback4: str  # address only
-    loopback6: str
+    asn: int | None = None
+    router_id: str | None = None
+    loopback4: str | None = None  # address only
+    loopback6: str | None = None
     plane: int | None = None
     image: str | None = None
     group: str | None = None
     labels: dict[str, str] = {}
     exec: list[str] = []
+    binds: list[Bind] = []
+    env: dict[str, str] = {}
+    sysctls: dict[str, str] = {}
+    cmd: str | None = None
+    frr_config: str | None = None
+    daemons: list[str] | None = None  # None: the kind's own set
     interfaces: list[Interface] = []
+
+    @property
+    def user_configured(self) -> bool:
+        return self.role is None
 
 
 class BfdPlan(_Plain):
@@ -107,6 +126,11 @@ class LabPlan(_Plain):
     nodes: list[NodePlan]
     links: list[LinkPlan]
     sessions: list[Session]
+    notes: list[str] = []  # what deploy tells the user once: keys ignored, images mapped
+
+    @property
+    def topology_dir(self) -> Path:
+        return Path(self.source).parent
 
     @cached_property
     def _nodes_by_name(self) -> dict[str, NodePlan]:
@@ -134,4 +158,6 @@ class LabPlan(_Plain):
         return self.link_ends[endpoint]
 
     def loopbacks(self) -> dict[str, tuple[str, str]]:
-        return {n.name: (n.loopback4, n.loopback6) for n in self.nodes}
+        """Fabric nodes' loopbacks (user-configured nodes have none planned)."""
+        return {n.name: (n.loopback4, n.loopback6) for n in self.nodes
+                if n.loopback4 and n.loopback6}

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from harness.paths import LAB_NAME_MAX, LAB_NAME_PATTERN
 from harness.topology.units import parse_duration_us, parse_percent, parse_rate_bps
@@ -56,24 +56,87 @@ class Role(StrEnum):
 
 class Kind(StrEnum):
     """How a node is built: `frr` lets zebra program the kernel FIB directly; `sai` is a
-    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch.py)."""
+    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch.py); `linux` is
+    containerlab's plain node (an FRR image makes it an FRR router with the lab's own config);
+    `bridge` is a Linux bridge joining the links that end on it."""
 
     frr = "frr"
     sai = "sai"
+    linux = "linux"
+    bridge = "bridge"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False,
+                              populate_by_name=True)
 
 
-class NodeSpec(_Strict):
-    """One node; `defaults` and `kinds` entries use the same keys."""
+# containerlab node keys that change nothing on a runtime without a management network,
+# container engine options or vendor NOSes; accepted and reported on deploy as ignored.
+IGNORED_NODE_KEYS = {
+    "mgmt-ipv4": "no management network: nodes are reached with `labctl exec`",
+    "mgmt-ipv6": "no management network: nodes are reached with `labctl exec`",
+    "ports": "no management network to publish ports on",
+    "publish": "no management network to publish ports on",
+    "network-mode": "nodes have only the lab's links",
+    "dns": "nodes use the host's resolver",
+    "type": "no vendor NOS variants here",
+    "license": "no licensed NOS here",
+    "memory": "no per-node resource limits",
+    "cpu": "no per-node resource limits",
+    "cpu-set": "no per-node resource limits",
+    "shm-size": "no per-node resource limits",
+    "user": "node processes run as the image's or host's user",
+    "entrypoint": "nodes run what their kind starts plus `cmd`",
+    "image-pull-policy": "no registry: images are built locally",
+    "restart-policy": "a crashed node is restarted by `labctl fault`, not the engine",
+    "auto-remove": "`labctl destroy` removes every node",
+    "startup-delay": "nodes start together; convergence is waited for",
+    "stages": "deploy runs its own stages",
+    "wait-for": "deploy runs its own stages",
+    "enforce-startup-config": "a given startup-config is always used as it is",
+    "suppress-startup-config": "no generated config is pushed to kind linux nodes",
+    "aliases": "nodes have no management network names",
+    "certificate": "no TLS services in nodes",
+    "healthcheck": "deploy waits for daemons and neighbours instead",
+    "devices": "nodes see the host's devices they need",
+    "cap-add": "nodes get the capabilities FRR and the agents need",
+    "sandbox": "no VM sandboxes",
+    "kernel": "no VM kernels",
+    "runtime": "the runtime is chosen with `deploy --runtime`",
+    "env-files": "use `env`",
+    "components": "no chassis components",
+    "config": "no config dispatcher",
+    "position": "graph positions come from roles",
+}
+
+
+def _ignored_fields() -> dict[str, Any]:
+    return {key.replace("-", "_"): (Any, Field(None, alias=key)) for key in IGNORED_NODE_KEYS}
+
+
+class FrrExtras(_Strict):
+    daemons: list[str] | None = Field(None, description="daemons to start besides zebra")
+
+
+class Extras(_Strict):
+    frr: FrrExtras | None = None
+
+
+class NodeFields(_Strict):
+    """One node; `defaults`, `kinds` and `groups` entries use the same keys."""
 
     kind: Kind | None = None
-    image: str | None = Field(None, description="container image (docker runtime only)")
+    image: str | None = None
     labels: dict[str, Text] = {}
     group: str | None = None
     exec: list[str] = Field([], description="commands run inside the node after deploy")
+    binds: list[str] = Field([], description="SRC:DST[:ro], SRC relative to the topology file")
+    env: dict[str, Text] = {}
+    sysctls: dict[str, Text] = {}
+    cmd: str | None = Field(None, description="a long-running command the node runs")
+    startup_config: str | None = Field(None, alias="startup-config")
+    extras: Extras | None = None
     role: Role | None = None
     plane: int | None = Field(None, ge=0, le=63)
     asn: int | None = Field(None, ge=1, le=4_294_967_294)
@@ -81,9 +144,24 @@ class NodeSpec(_Strict):
     loopback6: IPv6Address | None = None
 
 
+# The node model proper: NodeFields plus containerlab's ignored keys, each under its own name.
+NodeSpec: type[NodeFields] = create_model("NodeSpec", __base__=NodeFields, **_ignored_fields())
+
+
+def _endpoint_text(value: object) -> object:
+    """containerlab's extended link form `{node: a, interface: eth1}` as "a:eth1"."""
+    if isinstance(value, dict) and set(value) <= {"node", "interface", "mac"}:
+        return f"{value.get('node', '')}:{value.get('interface', '')}"
+    return value
+
+
 class LinkSpec(_Strict):
-    endpoints: list[str] = Field(min_length=2, max_length=2)
-    mtu: int | None = Field(None, ge=1280, le=65535)
+    endpoints: list[Annotated[str, BeforeValidator(_endpoint_text)]] = Field(
+        min_length=2, max_length=2)
+    type: Literal["veth"] | None = None
+    labels: dict[str, Text] = {}
+    vars: dict[str, Any] = {}
+    mtu: int | None = Field(None, ge=68, le=65535)
     distance_km: float | None = Field(None, ge=0, le=40_000)
     delay: DurationUs | None = None
     jitter: DurationUs | None = None
@@ -93,9 +171,10 @@ class LinkSpec(_Strict):
 
 
 class TopologySpec(_Strict):
-    defaults: NodeSpec = NodeSpec()
-    kinds: dict[Kind, NodeSpec] = {}
-    nodes: dict[str, NodeSpec] = Field(min_length=1)
+    defaults: NodeSpec = NodeSpec()  # type: ignore[valid-type]
+    kinds: dict[Kind, NodeSpec] = {}  # type: ignore[valid-type]
+    groups: dict[str, NodeSpec] = {}  # type: ignore[valid-type]
+    nodes: dict[str, NodeSpec] = Field(min_length=1)  # type: ignore[valid-type]
     links: list[LinkSpec] = []
 
 
@@ -127,6 +206,8 @@ class BgpSettings(_Strict):
 
 class TopologyFile(_Strict):
     name: str = Field(pattern=LAB_NAME_PATTERN, max_length=LAB_NAME_MAX)
+    prefix: str | None = Field(None, description="containerlab's container name prefix")
+    mgmt: dict[str, Any] | None = Field(None, description="containerlab's management network")
     addressing: Addressing = Addressing()
     bgp: BgpSettings = BgpSettings()
     topology: TopologySpec

@@ -9,24 +9,18 @@ import difflib
 import re
 from collections import Counter
 from ipaddress import IPv4Address, IPv6Address, ip_network
+from pathlib import Path
 
 from harness.errors import TopologyError, TopologyProblem
-from harness.topology.loader import LoadedTopology
-from harness.topology.schema import Kind, NodeSpec
+from harness.topology.binds import parse_bind
+from harness.topology.loader import KeyPath, LoadedTopology
+from harness.topology.merge import layers, merged_node
+from harness.topology.schema import Kind, NodeFields, TopologySpec
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 IFACE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
-
-
-def merged_node(defaults: NodeSpec, kinds: dict[Kind, NodeSpec], node: NodeSpec) -> NodeSpec:
-    """containerlab's precedence: topology.defaults < topology.kinds[kind] < the node."""
-    kind = node.kind or defaults.kind or Kind.frr
-    layers = [defaults, kinds.get(kind, NodeSpec()), node]
-    values: dict[str, object] = {}
-    for layer in layers:
-        values.update(layer.model_dump(exclude_unset=True))
-    values["kind"] = kind
-    return NodeSpec.model_validate(values)
+# Special endpoints of containerlab that reach outside the lab; a lab here stays inside.
+OUTSIDE_ENDPOINTS = ("host", "mgmt-net", "macvlan", "vxlan", "vxlan-stitch", "dummy")
 
 
 def split_endpoint(text: str) -> tuple[str, str] | None:
@@ -34,32 +28,110 @@ def split_endpoint(text: str) -> tuple[str, str] | None:
     return (node, iface) if sep and node and iface else None
 
 
-def validate(loaded: LoadedTopology) -> dict[str, NodeSpec]:
-    """Return every node with defaults applied, or raise TopologyError listing all problems."""
+def validate(loaded: LoadedTopology) -> dict[str, NodeFields]:
+    """Return every node with its layers merged, or raise TopologyError listing all problems."""
     spec, src = loaded.spec, loaded.source
     topo = spec.topology
-    problems: list[TopologyProblem] = []
-    nodes: dict[str, NodeSpec] = {}
+    problems = _group_problems(loaded)
+    if problems:  # merging needs every group to exist
+        raise TopologyError(problems)
+    nodes: dict[str, NodeFields] = {}
     for name, node in topo.nodes.items():
         path = ("topology", "nodes", name)
         if not NODE_NAME.match(name):
             problems.append(src.problem(path, f"node name {name!r} is not usable",
                                         "use up to 32 letters, digits, '-' or '_'"))
-        merged = merged_node(topo.defaults, topo.kinds, node)
-        if merged.role is None:
-            problems.append(src.problem(path, f"node {name!r} has no role",
-                                        "add 'role: leaf' (or host, spine, superspine, "
-                                        "backbone, scaleup), or set it in topology.defaults"))
+        merged = merged_node(topo, node)
+        problems += _kind_problems(loaded, path, merged)
+        problems += _setting_problems(loaded, topo, node, path)
         nodes[name] = merged
     problems += _endpoint_problems(loaded, nodes)
     problems += _pool_problems(loaded, len(nodes))
     problems += _loopback_problems(loaded, nodes)
-    if problems:
-        raise TopologyError(problems)
+    if problems:  # a defaults or group entry is checked once per node: report it once
+        raise TopologyError(list({str(p): p for p in problems}.values()))
     return nodes
 
 
-def _endpoint_problems(loaded: LoadedTopology, nodes: dict[str, NodeSpec]) -> list[TopologyProblem]:
+def _group_problems(loaded: LoadedTopology) -> list[TopologyProblem]:
+    """With a `groups` section, a group is a settings layer and must exist; without one it is
+    only a label (containerlab's graph uses it that way)."""
+    topo, src = loaded.spec.topology, loaded.source
+    if not topo.groups:
+        return []
+    users: list[tuple[KeyPath, str | None]] = [
+        (("topology", "defaults", "group"), topo.defaults.group),
+        *((("topology", "kinds", str(k.value), "group"), v.group) for k, v in topo.kinds.items()),
+        *((("topology", "nodes", n, "group"), v.group) for n, v in topo.nodes.items())]
+    problems = []
+    for path, group in users:
+        if group is not None and group not in topo.groups:
+            close = difflib.get_close_matches(group, topo.groups, n=1)
+            problems.append(src.problem(path, f"unknown group {group!r}",
+                                        f"did you mean '{close[0]}'?" if close else
+                                        f"define it under topology.groups ({group}: {{...}})"))
+    return problems
+
+
+def _kind_problems(loaded: LoadedTopology, path: KeyPath,
+                   node: NodeFields) -> list[TopologyProblem]:
+    """A role makes a fabric node (planned addresses, ASN, generated FRR config); without one
+    the node is the user's, configured by its startup-config, binds and exec."""
+    src, name = loaded.source, path[-1]
+    if node.kind in (Kind.linux, Kind.bridge) and node.role is not None:
+        return [src.problem((*path, "role"), f"a kind {node.kind.value} node has no role",
+                            "remove 'role', or use kind frr or sai for a fabric node")]
+    if node.role is None and (node.kind is Kind.sai or (
+            node.kind is Kind.frr and node.startup_config is None)):
+        return [src.problem(path, f"node {name!r} has no role",
+                            "add 'role: leaf' (or host, spine, superspine, backbone, scaleup), "
+                            "or set it in topology.defaults; or give kind frr a "
+                            "startup-config of your own")]
+    if node.role is not None and node.startup_config is not None:
+        return [src.problem((*path, "startup-config"), "a fabric node's config is generated "
+                            "from its role", "remove 'role' to use this config as it is")]
+    return []
+
+
+def _setting_problems(loaded: LoadedTopology, topo: TopologySpec, node: NodeFields,
+                      path: KeyPath) -> list[TopologyProblem]:
+    """Binds whose source is missing and sysctls outside the node's network namespace, each
+    at the layer (defaults, kind, group or node) that wrote it."""
+    src, base, problems = loaded.source, Path(loaded.source.file).parent, []
+    for layer in layers(topo, node):
+        where = _layer_path(topo, layer, path)
+        for i, bind in enumerate(layer.binds):
+            try:
+                parse_bind(bind, base)
+            except ValueError as exc:
+                problems.append(src.problem((*where, "binds", i), str(exc),
+                                            "write SRC:DST[:ro] with SRC relative to "
+                                            f"{base or '.'} (create SRC first)"))
+        for key in layer.sysctls:
+            if not key.startswith("net."):
+                problems.append(src.problem((*where, "sysctls", key), f"sysctl {key} is the "
+                                            "host's, not the node's", "only net.* sysctls "
+                                            "belong to a node's network namespace"))
+        if layer.startup_config is not None and not (base / layer.startup_config).is_file():
+            problems.append(src.problem((*where, "startup-config"),
+                                        f"startup-config {base / layer.startup_config} does "
+                                        "not exist", "give the path of an frr.conf, relative "
+                                        "to the topology file"))
+    return problems
+
+
+def _layer_path(topo: TopologySpec, layer: NodeFields, node_path: KeyPath) -> KeyPath:
+    if layer is topo.defaults:
+        return ("topology", "defaults")
+    for section in ("kinds", "groups"):
+        for key, entry in getattr(topo, section).items():
+            if entry is layer:
+                return ("topology", section, str(getattr(key, "value", key)))
+    return node_path
+
+
+def _endpoint_problems(loaded: LoadedTopology,
+                       nodes: dict[str, NodeFields]) -> list[TopologyProblem]:
     src, problems = loaded.source, []
     used: dict[tuple[str, str], int] = {}
     for i, link in enumerate(loaded.spec.topology.links):
@@ -72,6 +144,11 @@ def _endpoint_problems(loaded: LoadedTopology, nodes: dict[str, NodeSpec]) -> li
                                             "write it like \"leaf1:eth1\""))
                 continue
             node, iface = parsed
+            if node in OUTSIDE_ENDPOINTS and node not in nodes:
+                problems.append(src.problem(path, f"endpoint {text!r} leaves the lab "
+                                            f"(containerlab's {node!r} link)", "a lab here "
+                                            "touches nothing of the host: connect two nodes"))
+                continue
             if node not in nodes:
                 close = difflib.get_close_matches(node, nodes, n=1)
                 problems.append(src.problem(
@@ -118,7 +195,8 @@ def _pool_problems(loaded: LoadedTopology, node_count: int) -> list[TopologyProb
     return problems
 
 
-def _loopback_problems(loaded: LoadedTopology, nodes: dict[str, NodeSpec]) -> list[TopologyProblem]:
+def _loopback_problems(loaded: LoadedTopology,
+                       nodes: dict[str, NodeFields]) -> list[TopologyProblem]:
     src, problems = loaded.source, []
     for key in ("loopback4", "loopback6"):
         chosen: list[IPv4Address | IPv6Address] = [

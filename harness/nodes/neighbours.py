@@ -1,0 +1,172 @@
+"""The neighbours a user's own FRR config declares, and whether each is up.
+
+A containerlab-style lab has no session plan, so convergence means: every BGP neighbour the
+config names (an address, or an interface for BGP unnumbered) Established, and an OSPF or
+OSPFv3 adjacency Full on every link where both ends run the protocol and neither is passive.
+An interface runs OSPF by `ip ospf area` (or `ipv6 ospf6 area`, or ospf6's `interface X area`)
+or by a `network P area A` covering one of its addresses, read from the kernel.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from ipaddress import IPv4Interface, ip_network
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import LabError
+from harness.topology.schema import Kind
+
+if TYPE_CHECKING:
+    from harness.deploy.context import LabContext
+    from harness.nodes.frr import Frr
+
+SECTIONS = ("router ", "interface ", "vrf ", "route-map ", "bfd", "line ", "key ",
+            "segment-routing", "mpls ", "nexthop-group ", "pbr-map ")
+PROTOCOLS = ("bgp", "ospf", "ospf6")
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    node: str
+    protocol: str  # one of PROTOCOLS
+    peer: str  # BGP: the address or interface the config names; OSPF: the local interface
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.protocol} {self.peer}"
+
+
+@dataclass
+class FrrConfig:
+    """What of a config convergence needs (default VRF only)."""
+
+    bgp: set[str] = field(default_factory=set)
+    ospf_networks: list[str] = field(default_factory=list)
+    ospf_ifaces: set[str] = field(default_factory=set)
+    ospf6_ifaces: set[str] = field(default_factory=set)
+    passive: dict[str, set[str]] = field(default_factory=lambda: {"ospf": set(),
+                                                                   "ospf6": set()})
+    passive_default: bool = False
+
+    def runs(self, protocol: str, iface: str, addresses: list[IPv4Interface]) -> bool:
+        """Does `iface` (with these IPv4 addresses) form adjacencies of `protocol`?"""
+        if iface in self.passive[protocol]:
+            return False
+        if protocol == "ospf6":
+            return iface in self.ospf6_ifaces
+        if self.passive_default:
+            return False
+        return iface in self.ospf_ifaces or any(
+            a.ip in ip_network(n, strict=False) for n in self.ospf_networks for a in addresses)
+
+
+def parse(config: str) -> FrrConfig:
+    out = FrrConfig()
+    groups, members, shut = set(), set(), set()
+    section = ""
+    for raw in config.splitlines():
+        line = raw.strip()
+        if not raw.startswith((" ", "\t")) and line in ("!", "exit", "end"):
+            section = ""
+            continue
+        if line.startswith(SECTIONS):
+            section = line
+            continue
+        words = line.split()
+        if section.startswith("router bgp") and " vrf " not in section and \
+                words[:1] == ["neighbor"] and len(words) >= 3:
+            peer, verb = words[1], words[2]
+            if verb == "peer-group" and len(words) == 3:
+                groups.add(peer)
+            elif verb in ("remote-as", "interface") or (verb == "peer-group"):
+                members.add(peer)
+            elif verb == "shutdown":
+                shut.add(peer)
+        elif section.strip() == "router ospf":
+            if words[:1] == ["network"] and "area" in words:
+                out.ospf_networks.append(words[1])
+            elif words[:2] == ["passive-interface", "default"]:
+                out.passive_default = True
+            elif words[:1] == ["passive-interface"] and len(words) == 2:
+                out.passive["ospf"].add(words[1])
+        elif section.strip() == "router ospf6" and words[:1] == ["interface"] and \
+                "area" in words:
+            out.ospf6_ifaces.add(words[1])
+        elif section.startswith("interface "):
+            iface = section.split()[1]
+            if words[:3] == ["ip", "ospf", "area"]:
+                out.ospf_ifaces.add(iface)
+            elif words[:3] == ["ipv6", "ospf6", "area"]:
+                out.ospf6_ifaces.add(iface)
+            elif words[:3] == ["ip", "ospf", "passive"]:
+                out.passive["ospf"].add(iface)
+            elif words[:3] == ["ipv6", "ospf6", "passive"]:
+                out.passive["ospf6"].add(iface)
+    out.bgp = members - groups - shut
+    return out
+
+
+def is_up(neighbour: Neighbour, answers: dict[str, Any]) -> bool:
+    """`answers`: the node's `show bgp neighbors`, `show ip ospf neighbor` and `show ipv6
+    ospf6 neighbor` in JSON, keyed by protocol."""
+    if neighbour.protocol == "bgp":
+        return answers["bgp"].get(neighbour.peer, {}).get("bgpState") == "Established"
+    if neighbour.protocol == "ospf":
+        return any(entry.get("ifaceName", "").split(":")[0] == neighbour.peer and
+                   entry.get("nbrState", "").startswith("Full")
+                   for entries in answers["ospf"].get("neighbors", {}).values()
+                   for entry in entries)
+    return any(entry.get("interfaceName") == neighbour.peer and entry.get("state") == "Full"
+               for entry in answers["ospf6"].get("neighbors", []))
+
+
+def interface_addresses(lab: LabContext, node: str) -> dict[str, list[IPv4Interface]]:
+    with lab.node(node).netlink() as ip:
+        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ip.get_links()}
+        found: dict[str, list[IPv4Interface]] = {}
+        for addr in ip.get_addr(family=socket.AF_INET):
+            found.setdefault(names.get(addr["index"], ""), []).append(
+                IPv4Interface(f"{addr.get_attr('IFA_ADDRESS')}/{addr['prefixlen']}"))
+        return found
+
+
+def declared(lab: LabContext) -> dict[str, list[Neighbour]]:
+    """Every user-configured FRR node -> the neighbours its config (and its peers') imply."""
+    users = {n.name: n for n in lab.plan.nodes if n.user_configured and n.kind is Kind.frr}
+    configs = {name: parse(Path(n.frr_config).read_text() if n.frr_config else "")
+               for name, n in users.items()}
+    addresses = {name: interface_addresses(lab, name) if configs[name].ospf_networks else {}
+                 for name in users}
+    result: dict[str, list[Neighbour]] = {}
+    for name, node in users.items():
+        daemons = set(node.daemons or ())
+        found = [Neighbour(name, "bgp", p) for p in sorted(configs[name].bgp)
+                 if "bgpd" in daemons]
+        for iface in node.interfaces:
+            peer, peer_iface = iface.peer.node, iface.peer.iface
+            if peer not in users:
+                continue
+            for protocol in ("ospf", "ospf6"):
+                daemon = f"{protocol}d"
+                if daemon in daemons and daemon in set(users[peer].daemons or ()) and \
+                        configs[name].runs(protocol, iface.name,
+                                           addresses[name].get(iface.name, [])) and \
+                        configs[peer].runs(protocol, peer_iface,
+                                           addresses[peer].get(peer_iface, [])):
+                    found.append(Neighbour(name, protocol, iface.name))
+        result[name] = found
+    return result
+
+
+def answers(frr: Frr) -> dict[str, Any]:
+    """The node's neighbour tables, empty for a daemon that does not run or answer."""
+    queries = {"bgp": ("bgpd", "show bgp neighbors"), "ospf": ("ospfd", "show ip ospf neighbor"),
+               "ospf6": ("ospf6d", "show ipv6 ospf6 neighbor")}
+    found: dict[str, Any] = {}
+    for protocol, (daemon, command) in queries.items():
+        try:
+            found[protocol] = frr.show_json(daemon, command) if daemon in frr.daemons else {}
+        except LabError:
+            found[protocol] = {}
+    return found
