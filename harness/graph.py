@@ -8,12 +8,37 @@ from __future__ import annotations
 
 import html
 
-from harness.topology.plan import LabPlan, LinkPlan
-from harness.topology.schema import Role
+from harness.topology.plan import LabPlan, LinkPlan, NodePlan
+from harness.topology.schema import Kind, Role
 from harness.topology.units import format_duration_us
 
 TIER = {Role.host: 0, Role.scaleup: 0, Role.leaf: 1, Role.spine: 2, Role.superspine: 3,
         Role.backbone: 4}
+
+
+def tiers(plan: LabPlan) -> dict[str, int]:
+    """A fabric node's tier is its role's; a user's node has no role, so its tier is its hop
+    count from the nearest plain node (servers and bridges at the bottom, as drawn by hand)."""
+    found = {n.name: TIER[n.role] for n in plan.nodes if n.role is not None}
+    frontier = [n.name for n in plan.nodes
+                if n.role is None and n.kind in (Kind.linux, Kind.bridge)]
+    found.update(dict.fromkeys(frontier, 0))
+    while frontier:
+        nxt = []
+        for name in frontier:
+            for iface in plan.node(name).interfaces:
+                peer = iface.peer.node
+                if peer not in found:
+                    found[peer] = found[name] + 1
+                    nxt.append(peer)
+        frontier = nxt
+    return {n.name: found.get(n.name, 1) for n in plan.nodes}
+
+
+def caption(node: NodePlan) -> str:
+    if node.role is not None:
+        return f"{node.role.value} AS{node.asn}"
+    return f"{node.kind.value} {node.image or ''}".strip()
 
 
 def _label(link: LinkPlan) -> str:
@@ -27,12 +52,13 @@ def _label(link: LinkPlan) -> str:
 
 def to_dot(plan: LabPlan) -> str:
     lines = [f'graph "{plan.name}" {{', "  rankdir=BT; node [shape=box, style=rounded];"]
-    for tier in sorted(set(TIER.values())):
-        members = [n.name for n in plan.nodes if TIER[n.role] == tier]
-        if members:
-            lines.append("  { rank=same; " + " ".join(f'"{m}";' for m in members) + " }")
+    tier = tiers(plan)
+    for level in sorted(set(tier.values())):
+        members = [n.name for n in plan.nodes if tier[n.name] == level]
+        lines.append("  { rank=same; " + " ".join(f'"{m}";' for m in members) + " }")
     for n in plan.nodes:
-        lines.append(f'  "{n.name}" [label="{n.name}\\n{n.role.value} AS{n.asn}\\n{n.loopback4}"];')
+        address = f"\\n{n.loopback4}" if n.loopback4 else ""
+        lines.append(f'  "{n.name}" [label="{n.name}\\n{caption(n)}{address}"];')
     for link in plan.links:
         label = _label(link)
         attrs = f' [taillabel="{link.a.iface}", headlabel="{link.b.iface}"' + (
@@ -45,7 +71,7 @@ def to_dot(plan: LabPlan) -> str:
 def to_mermaid(plan: LabPlan) -> str:
     lines = ["graph BT"]
     for n in plan.nodes:
-        lines.append(f'  {n.name}["{n.name}<br/>{n.role.value} AS{n.asn}"]')
+        lines.append(f'  {n.name}["{n.name}<br/>{caption(n)}"]')
     for link in plan.links:
         label = _label(link)
         edge = f"-- {label} ---" if label else "---"
@@ -55,10 +81,10 @@ def to_mermaid(plan: LabPlan) -> str:
 
 def layout(plan: LabPlan, width: int = 1200, row: int = 140) -> dict[str, tuple[float, float]]:
     """x by order within a tier (sorted by plane, then name), y by tier."""
-    tiers = sorted({TIER[n.role] for n in plan.nodes})
+    tier = tiers(plan)
     positions = {}
-    for level, tier in enumerate(reversed(tiers)):
-        members = sorted((n for n in plan.nodes if TIER[n.role] == tier),
+    for level, value in enumerate(sorted(set(tier.values()), reverse=True)):
+        members = sorted((n for n in plan.nodes if tier[n.name] == value),
                          key=lambda n: (n.plane if n.plane is not None else -1, n.name))
         for i, n in enumerate(members):
             positions[n.name] = ((i + 0.5) * width / len(members), 60 + level * row)
@@ -77,7 +103,7 @@ def to_html(plan: LabPlan) -> str:
                      f'stroke="#8895a7"><title>{title}</title></line>')
     for n in plan.nodes:
         x, y = pos[n.name]
-        title = html.escape(f"{n.name} {n.role.value} AS{n.asn} {n.loopback4} {n.loopback6}")
+        title = html.escape(f"{n.name} {caption(n)} {n.loopback4 or ''} {n.loopback6 or ''}")
         parts.append(f'<g><title>{title}</title><rect x="{x - 42:.0f}" y="{y - 14:.0f}" '
                      'width="84" height="28" rx="6" fill="#eef3fb" stroke="#3b6fb6"/>'
                      f'<text x="{x:.0f}" y="{y + 4:.0f}" text-anchor="middle">'

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 from collections.abc import Sequence
+from importlib.metadata import version
 from types import FrameType
 
 from rich.markup import escape
@@ -20,6 +21,8 @@ console = make_console(stderr=True)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="labctl", description="Deploy, break and inspect emulated AI data-center fabrics.")
+    parser.add_argument("--version", action="version",
+                        version=f"labctl (fabric-lab) {version('fabric-lab')}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(commands)

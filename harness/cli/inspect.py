@@ -9,7 +9,8 @@ from rich.table import Table
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
-from harness.lab import Lab
+from harness.errors import UsageError
+from harness.lab import Lab, lab_names
 from harness.status import lab_status
 
 out = make_console()
@@ -21,8 +22,16 @@ _BASE_COLUMNS = ("node", "role", "kind", "plane", "asn", "loopback4", "loopback6
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("inspect", help="nodes of a lab and their state")
     add_lab_arguments(p, "the lab (default: the only lab)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--all", action="store_true", help="every lab on this host")
+    add_format_argument(p)
     p.set_defaults(run=inspect)
+
+
+def add_format_argument(p: argparse.ArgumentParser) -> None:
+    """`--format json` as containerlab users type it, `--json` as before."""
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="same as --format json")
 
 
 def print_inspect(lab: Lab) -> None:
@@ -46,10 +55,17 @@ def print_inspect(lab: Lab) -> None:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    lab = open_lab(args.name, args.topology)
-    if args.json:
-        print(json.dumps({"lab": lab.plan.name, "dir": str(lab.dir), "nodes": lab_status(lab)},
-                         indent=2))
+    if args.all and (args.name or args.topology):
+        raise UsageError("name one lab (NAME, FILE or -t FILE) or use --all, not both")
+    labs = [Lab.open(name) for name in lab_names()] if args.all else [
+        open_lab(args.name, args.topology)]
+    if args.format == "json":
+        found = [{"lab": lab.plan.name, "dir": str(lab.dir), "source": lab.plan.source,
+                  "runtime": lab.plan.runtime, "nodes": lab_status(lab)} for lab in labs]
+        print(json.dumps(found if args.all else found[0], indent=2))
     else:
-        print_inspect(lab)
+        for lab in labs:
+            print_inspect(lab)
+        if not labs:
+            out.print("no labs")
     return 0

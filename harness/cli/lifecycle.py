@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import sys
+from pathlib import Path
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,10 +17,12 @@ from harness.converge import Convergence
 from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError, UsageError
 from harness.lab import Lab, destroy_lab, lab_names
+from harness.nodes.frr import frr_version
 from harness.runtime import RUNTIMES, scratch
 from harness.runtime.mininet import MininetRuntime
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
+from harness.topology.plan import LabPlan
 from harness.topology.schema import Kind, Role
 
 out = make_console()
@@ -60,7 +63,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("list", help="labs on this host")
     p.set_defaults(run=list_labs)
 
-    p = commands.add_parser("save", help="write each node's FRR running config into the lab dir")
+    p = commands.add_parser("save", help="write each router's running config next to the "
+                            "topology file, in clab-LAB/NODE/frr.conf (as containerlab does)")
     add_lab_arguments(p, "the lab to save")
     p.set_defaults(run=save)
 
@@ -100,6 +104,7 @@ def deploy(args: argparse.Namespace) -> int:
     conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout)
     from harness.cli.inspect import print_inspect
     print_inspect(lab)
+    report_refused(lab)
     if conv is not None:
         out.print(f"[green]lab {plan.name} is up[/]: {conv.summary()}.")
     me = _as_typed()
@@ -112,6 +117,19 @@ def deploy(args: argparse.Namespace) -> int:
               f"   |   {me} inspect {plan.name}   |   {me} destroy {plan.name}",
               soft_wrap=True)
     return 0
+
+
+def report_refused(lab: Lab) -> None:
+    """Lines of the users' own configs this host's FRR refused (e.g. written for a newer FRR),
+    per node, with FRR's message."""
+    for node in lab.plan.nodes:
+        if node.user_configured and node.kind is Kind.frr:
+            refused = lab.frr(node.name).refused()
+            if refused:
+                out.print(f"[yellow]{node.name}:[/] FRR {frr_version()} refused "
+                          f"{len(refused)} line(s) of {node.frr_config}:", soft_wrap=True)
+                for line in refused:
+                    out.print(f"    {escape(line)}", soft_wrap=True, highlight=False)
 
 
 def topology_file(args: argparse.Namespace) -> str:
@@ -169,9 +187,18 @@ def list_labs(args: argparse.Namespace) -> int:
 
 def save(args: argparse.Namespace) -> int:
     lab = open_lab(args.name, args.topology)
-    for name in lab.node_names:
-        frr = lab.frr(name)
-        target = frr.workdir / "running.conf"
-        target.write_text(frr.vtysh("show running-config"))
-        out.print(f"{name}: {target}")
+    folder = saved_configs(lab.plan)
+    for node in lab.plan.nodes:
+        if node.kind not in (Kind.frr, Kind.sai):
+            out.print(f"{node.name}: kind {node.kind.value}, no config to save")
+            continue
+        target = folder / node.name / "frr.conf"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(lab.frr(node.name).vtysh("show running-config"))
+        out.print(f"{node.name}: {target}")
     return 0
+
+
+def saved_configs(plan: LabPlan) -> Path:
+    """Where `save` writes: containerlab's lab directory, beside the topology file."""
+    return plan.topology_dir / f"clab-{plan.name}"

@@ -108,7 +108,7 @@ def run_exec(lab: LabContext, progress: Progress) -> None:
     if commands:
         progress.stage("exec", len(commands))
     for node, command in commands:
-        out = lab.runtime.run(node.name, ["sh", "-c", command])
+        out = lab.runtime.run(node.name, lab.runtime.confine(node.name, ["sh", "-c", command]))
         if out.returncode != 0:
             raise LabError(f"{node.name}: exec {command!r} failed ({out.returncode}): "
                            f"{out.stderr.strip()}")

@@ -14,6 +14,7 @@ import glob
 import json
 import subprocess
 import time
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +102,12 @@ class Frr:
         """Lines of a user's config that FRR refused, as vtysh reported them."""
         return self.workdir / "refused.txt"
 
+    def refused(self) -> list[str]:
+        """vtysh's `line N: % message: text` for each line of frr.conf FRR refused."""
+        if not self.refused_file.exists():
+            return []
+        return [line for line in self.refused_file.read_text().splitlines() if line.strip()]
+
     def start(self, journal: Journal, zebra_args: tuple[str, ...] = (), *,
               strict: bool = True) -> None:
         """Start zebra first (the others connect to its zserv socket), then the rest, then
@@ -180,6 +187,12 @@ class Frr:
 NODE_STATES = ("running", "degraded", "down")
 
 
+@cache
+def frr_version() -> str:
+    out = subprocess.run([str(FRR_SBIN / "zebra"), "--version"], capture_output=True, text=True)
+    return out.stdout.split()[2] if out.returncode == 0 and out.stdout.count(" ") > 1 else "?"
+
+
 def worse_state(a: str, b: str) -> str:
     return max(a, b, key=NODE_STATES.index)
 
@@ -234,11 +247,10 @@ def user_frr_status(lab: LabContext, frr: Frr, node: NodePlan, dead: list[str]) 
     up = {n for n in wanted if is_up(n, state)}
     bgp = [n for n in wanted if n.protocol == "bgp"]
     ospf = [n for n in wanted if n.protocol != "bgp"]
-    refused = frr.refused_file.read_text().count("\n") if frr.refused_file.exists() else 0
     missing = [str(n).removeprefix(f"{node.name} ") for n in wanted if n not in up]
     return {"bgp_up": len(up.intersection(bgp)), "bgp_total": len(bgp),
             "ospf": f"{len(up.intersection(ospf))}/{len(ospf)}",
-            "neighbours_down": ", ".join(missing) or "-", "refused_lines": refused,
+            "neighbours_down": ", ".join(missing) or "-", "refused_lines": len(frr.refused()),
             "daemons_down": dead,
             "state": "down" if "zebra" in dead else "degraded" if dead or missing else
             "running"}

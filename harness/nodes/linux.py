@@ -27,7 +27,8 @@ class LinuxKind:
     def _spawn(self, lab: LabContext, node: NodePlan) -> None:
         directory = lab.node_dir(node.name)
         directory.mkdir(parents=True, exist_ok=True)
-        pid = lab.runtime.spawn(node.name, ["sh", "-c", node.cmd or ""],
+        argv = lab.runtime.confine(node.name, ["sh", "-c", node.cmd or ""])
+        pid = lab.runtime.spawn(node.name, argv,
                                 directory / "cmd.log", f"{node.name}/cmd")
         (directory / "cmd.pid").write_text(f"{pid}\n")
 

@@ -61,6 +61,10 @@ class Runtime(Protocol):
     def interactive(self, node: str, argv: Sequence[str]) -> int:
         """Run a command inside the node attached to the user's terminal."""
 
+    def confine(self, node: str, argv: Sequence[str]) -> list[str]:
+        """argv as the user's own command on the node runs it (exec, cmd, `labctl exec`):
+        with the node's env, and where nodes share the host's files, unable to change them."""
+
     def existing_nodes(self) -> list[str]:
         """Nodes of this lab that exist right now (also ones no journal knows)."""
 

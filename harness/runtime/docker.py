@@ -27,9 +27,10 @@ from pathlib import Path
 from harness.errors import LabError
 from harness.paths import NETNS_PREFIX, is_lab_name, lab_dir, netns_name
 from harness.runtime import images
-from harness.runtime.images import default_image
+from harness.runtime.images import image_for
 from harness.runtime.journal import Journal
 from harness.topology.plan import LabPlan, NodePlan
+from harness.topology.schema import Kind
 
 LAB_LABEL, NODE_LABEL = "fabric-lab.lab", "fabric-lab.node"
 PROJECT = Path("/opt/fabric-lab")  # where the image keeps the project (images/Dockerfile)
@@ -98,9 +99,13 @@ class DockerRuntime:
 
     def prepare(self, plan: LabPlan) -> LabPlan:
         """Each node's image, resolved to the tag built from this checkout."""
-        nodes = [n.model_copy(update={"image": images.resolve(n.image or default_image(n))})
-                 for n in plan.nodes]
-        return plan.model_copy(update={"nodes": nodes})
+        nodes, notes = [], []
+        for node in plan.nodes:
+            image, note = image_for(node)
+            nodes.append(node.model_copy(update={"image": images.resolve(image)}))
+            notes += [note] if note else []
+        return plan.model_copy(update={"nodes": nodes,
+                                       "notes": list(dict.fromkeys([*plan.notes, *notes]))})
 
     def check(self, plan: LabPlan, *, start: bool) -> None:
         out = docker("info", "--format", "{{.ServerVersion}}", check=False)
@@ -119,10 +124,25 @@ class DockerRuntime:
                    "--label", f"{LAB_LABEL}={self.lab}", "--label", f"{NODE_LABEL}={node.name}",
                    "--cap-drop", "ALL", *(f"--cap-add={c}" for c in CAPABILITIES),
                    *(f"--sysctl={s}" for s in SYSCTLS), *(f"--device={d}" for d in DEVICES),
-                   "--volume", f"{self.dir}:{self.dir}", node.image)
+                   "--volume", f"{self.dir}:{self.dir}", *self._user_settings(node),
+                   node.image)
 
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
             list(pool.map(create, nodes))
+
+    def _user_settings(self, node: NodePlan) -> list[str]:
+        """The file's env and binds; a user's FRR node shows its sockets at /run/frr, so a
+        plain `vtysh` in it talks to its daemons, as in an FRR image."""
+        args = [f"--env={k}={v}" for k, v in node.env.items()]
+        args += [f"--volume={b.source}:{b.target}{':ro' if b.read_only else ''}"
+                 for b in node.binds]
+        if node.user_configured and node.kind is Kind.frr:
+            args.append(f"--volume={self.dir / 'nodes' / node.name / 'run'}:/run/frr")
+        return args
+
+    def confine(self, node: str, argv: Sequence[str]) -> list[str]:
+        """The container's own filesystem and env already confine the user's commands."""
+        return list(argv)
 
     # -- inside a node ------------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ from functools import cache
 
 from harness.build import REPO
 from harness.errors import LabError
+from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import NodePlan
-from harness.topology.schema import Role
+from harness.topology.schema import Kind, Role
 
 REPOSITORY = "fabric-lab"
 IMAGES = ("switch", "host")
@@ -36,8 +37,20 @@ def source_hash() -> str:
 
 
 def default_image(node: NodePlan) -> str:
-    """Hosts run the host image (traffic tools); every other node the switch image."""
-    return f"{REPOSITORY}/{'host' if node.role is Role.host else 'switch'}"
+    """Hosts and plain nodes run the host image (traffic tools); routers the switch image."""
+    plain = node.role is Role.host or node.kind in (Kind.linux, Kind.bridge)
+    return f"{REPOSITORY}/{'host' if plain else 'switch'}"
+
+
+def image_for(node: NodePlan) -> tuple[str, str | None]:
+    """The image a node runs, and a note when it is not the one the file names: with no
+    registry, a containerlab lab's images (frrouting/frr, alpine...) become the ones built
+    here, FRR's with the lab's own daemons and config."""
+    if node.image is None or node.image.startswith(f"{REPOSITORY}/"):
+        return node.image or default_image(node), None
+    mapped = default_image(node)
+    what = frr_mapping(node) if node.kind is Kind.frr else "its exec and cmd"
+    return mapped, f"{node.name}: image {node.image} -> {mapped} (built here; runs {what})"
 
 
 def resolve(reference: str) -> str:

@@ -6,7 +6,6 @@ see the node's interfaces and the host's filesystem and Python, exactly like Min
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -15,7 +14,7 @@ from pathlib import Path
 from harness.build import built
 from harness.errors import LabError
 from harness.nodes.frr import FRR_SBIN
-from harness.paths import NETNS_PREFIX, is_lab_name, lab_netns_prefix, netns_name
+from harness.paths import NETNS_PREFIX, is_lab_name, lab_dir, lab_netns_prefix, netns_name
 from harness.runtime.journal import Journal, process_start_time
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
@@ -25,28 +24,14 @@ from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Kind
 
 
-def with_binds(binds: Sequence[Bind], env: dict[str, str], argv: Sequence[str]) -> list[str]:
-    """argv run after mounting `binds` and with `env` set (as it is without either)."""
-    if not binds and not env:
-        return list(argv)
-    steps = []
-    for bind in binds:
-        steps.append(f"mount --bind {shlex.quote(bind.source)} {shlex.quote(bind.target)}")
-        if bind.read_only:
-            steps.append(f"mount -o remount,bind,ro {shlex.quote(bind.target)}")
-    assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-    script = " && ".join([*steps, f'exec env {assignments} "$@"'])
-    return ["sh", "-c", script, "sh", *argv]
-
-
 class NetnsRuntime:
     name = "netns"
 
     def __init__(self, lab: str, journal: Journal) -> None:
         self.lab = lab
         self.journal = journal
+        self.nodes: dict[str, NodePlan] = {}
         self.mounts: dict[str, list[Bind]] = {}
-        self.env: dict[str, dict[str, str]] = {}
 
     def netns_path(self, node: str) -> str:
         return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
@@ -56,7 +41,7 @@ class NetnsRuntime:
         filesystem, which netns nodes share), and what each image became."""
         notes = []
         for node in plan.nodes:
-            self.env[node.name] = node.env
+            self.nodes[node.name] = node
             self.mounts[node.name] = [b for b in node.binds if Path(b.target).exists()]
             notes += [f"{node.name}: bind {b} not mounted: netns nodes share the host's files "
                       f"and it has no {b.target} (the docker runtime mounts it)"
@@ -80,10 +65,21 @@ class NetnsRuntime:
             create_netns(name)
 
     def _wrap(self, node: str, argv: Sequence[str]) -> list[str]:
-        """`ip netns exec` gives each command a mount namespace of its own (slave to the
-        host's, so nothing mounted in it reaches the host): the node's binds go there."""
-        return ["ip", "netns", "exec", netns_name(self.lab, node),
-                *with_binds(self.mounts.get(node, []), self.env.get(node, {}), argv)]
+        return ["ip", "netns", "exec", netns_name(self.lab, node), *argv]
+
+    def confine(self, node: str, argv: Sequence[str]) -> list[str]:
+        """A containerlab node's own commands see the host's files read-only, its binds and
+        its own /etc/frr and FRR sockets (harness/runtime/sandbox.py); a fabric node's run
+        as they are. Both with the node's `env`."""
+        plan = self.nodes[node]
+        command = ["env", *(f"{k}={v}" for k, v in plan.env.items()), *argv]
+        if not plan.user_configured:
+            return command
+        frr_run = lab_dir(self.lab) / "nodes" / node / "run"
+        return [*self.python("harness.runtime.sandbox"),
+                *(f"--bind={b.source}:{b.target}{':ro' if b.read_only else ''}"
+                  for b in self.mounts[node]),
+                *([f"--frr-run={frr_run}"] if plan.kind is Kind.frr else []), "--", *command]
 
     def run(self, node: str, argv: Sequence[str], *, timeout: float | None = 60,
             input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:

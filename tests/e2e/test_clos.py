@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import stat
 import subprocess
 
 import pytest
 
+from harness.cli.lifecycle import saved_configs
 from harness.lab import Lab
 from harness.testing.chaos import labctl
 from tests.e2e.conftest import leftovers
@@ -95,9 +97,13 @@ def test_exec_vtysh_save_and_graph(clos_lab: Lab) -> None:
     assert json.loads(out.stdout)["ipv4Unicast"]["as"] == clos_lab.plan.node("leaf1").asn
     out = labctl("exec", "e2eclos/nosuch", "--", "true")
     assert out.returncode == 2 and "no node 'nosuch'" in out.stderr
-    assert labctl("save", "e2eclos").returncode == 0
-    saved = (clos_lab.dir / "nodes" / "spine1" / "running.conf").read_text()
-    assert f"router bgp {clos_lab.plan.node('spine1').asn}" in saved
+    folder = saved_configs(clos_lab.plan)  # beside the topology, as containerlab's save
+    try:
+        assert labctl("save", "e2eclos").returncode == 0
+        saved = (folder / "spine1" / "frr.conf").read_text()
+        assert f"router bgp {clos_lab.plan.node('spine1').asn}" in saved
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     for fmt, marker in (("dot", "graph"), ("mermaid", "graph BT"), ("html", "<svg")):
         out = labctl("graph", "e2eclos", "--format", fmt)
         assert out.returncode == 0 and marker in out.stdout and "leaf1" in out.stdout
