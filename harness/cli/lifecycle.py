@@ -99,7 +99,7 @@ def deploy(args: argparse.Namespace) -> int:
     node_filter = args.node_filter.split(",") if args.node_filter else None
     plan = augment(load_file(topology_file(args)), args.name, node_filter)
     lab = Lab(plan, args.runtime)
-    for note in lab.plan.notes:  # before the bars: what of the file was not taken as it is
+    for note in grouped_notes(lab.plan):  # before the bars: what was not taken as it is
         out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout)
     from harness.cli.inspect import print_inspect
@@ -117,6 +117,18 @@ def deploy(args: argparse.Namespace) -> int:
               f"   |   {me} inspect {plan.name}   |   {me} destroy {plan.name}",
               soft_wrap=True)
     return 0
+
+
+def grouped_notes(plan: LabPlan) -> list[str]:
+    """`NODE: message` notes said once per message, with the nodes it is about."""
+    nodes = {n.name for n in plan.nodes}
+    by_message: dict[str, list[str]] = {}
+    for note in plan.notes:
+        node, sep, message = note.partition(": ")
+        key, who = (message, node) if sep and node in nodes else (note, "")
+        by_message.setdefault(key, []).extend([who] if who else [])
+    return [f"{', '.join(who)}: {message}" if who else message
+            for message, who in by_message.items()]
 
 
 def report_refused(lab: Lab) -> None:

@@ -24,6 +24,7 @@ from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
 from harness.paths import frr_pathspace
 from harness.runtime.journal import Journal
+from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan
 from harness.topology.render import render_frr
 
@@ -205,7 +206,8 @@ class FrrKind:
     def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
         """A fabric node's config is rendered from the plan; a user's is used as it is."""
         if node.user_configured:
-            return Path(node.frr_config).read_text() if node.frr_config else ""
+            text = Path(node.frr_config).read_text() if node.frr_config else ""
+            return log_paths_in_lab(text, frr.log_dir)
         return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"))
 
     def start(self, lab: LabContext, node: NodePlan) -> None:

@@ -19,6 +19,7 @@ from harness.topology.binds import bound_file, parse_bind
 from harness.topology.frr_image import (
     CONFIG_FILE,
     DAEMONS_FILE,
+    FRR_STARTS,
     daemons_for_config,
     daemons_from_file,
     is_frr_image,
@@ -145,6 +146,9 @@ def augment(loaded: LoadedTopology, name: str | None = None,
                                        loopback4=str(v4), loopback6=str(v6)))
         else:
             node_plans.append(user_node(loaded, node_name, n, NodePlan(**common)))
+            skipped = [c for c in n.exec if c not in node_plans[-1].exec]
+            notes += [f"{node_name}: exec {c!r} skipped (its FRR is started by fabric-lab, "
+                      "with the daemons its daemons file names)" for c in skipped]
     bfd = spec.bgp.bfd
     return LabPlan(
         name=name or spec.name, source=str(Path(src.file).absolute()),
@@ -180,7 +184,8 @@ def user_node(loaded: LoadedTopology, name: str, spec: NodeFields, node: NodePla
             raise TopologyError([loaded.source.problem(
                 (*path, "extras"), f"unknown FRR daemon(s) {', '.join(unknown)}",
                 f"use some of: {', '.join(FRR_DAEMONS)}")])
-        return node.model_copy(update={"frr_config": str(config.resolve()), "daemons": daemons})
+        return node.model_copy(update={"frr_config": str(config.resolve()), "daemons": daemons,
+                                       "exec": without_frr_starts(node.exec)})
     if spec.kind is not Kind.linux or not is_frr_image(spec.image):
         return node
     config = bound_file(node.binds, CONFIG_FILE)
@@ -192,7 +197,12 @@ def user_node(loaded: LoadedTopology, name: str, spec: NodeFields, node: NodePla
         raise TopologyError([loaded.source.problem((*path, "binds"), str(exc),
                                                    "switch that daemon off (=no)")]) from None
     return node.model_copy(update={"kind": Kind.frr, "daemons": daemons,
-                                   "frr_config": str(config) if config else None})
+                                   "frr_config": str(config) if config else None,
+                                   "exec": without_frr_starts(node.exec)})
+
+
+def without_frr_starts(commands: list[str]) -> list[str]:
+    return [c for c in commands if not FRR_STARTS.search(c)]
 
 
 def ignored_keys(loaded: LoadedTopology) -> list[str]:

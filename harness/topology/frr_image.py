@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from harness.topology.plan import NodePlan
 
-FRR_IMAGES = re.compile(r"^(docker\.io/|quay\.io/)?frrouting/frr(:[^/]*)?$")
+# FRR's own images, and the ones built here (images/: FRR inside), which `labctl export` uses.
+FRR_IMAGES = re.compile(r"^((docker\.io/|quay\.io/)?frrouting/frr|fabric-lab/(switch|host))"
+                        r"(:[^/]*)?$")
+# exec commands that start FRR in a container; here FRR is started by the node's kind.
+FRR_STARTS = re.compile(r"frrinit\.sh\s+(re)?start|docker-start|service\s+frr\s+(re)?start|"
+                        r"systemctl\s+(re)?start\s+frr|init\.d/frr\s+(re)?start|vtysh\s+-b")
+# Config lines that make a daemon write a file: kept inside the lab (see log_paths_in_lab).
+_FILE_WRITERS = re.compile(r"^(\s*log\s+file\s+|\s*dump\s+bgp\s+\S+\s+)(\S+)(.*)$")
 # Daemons the host's FRR package ships that a lab node may run (zebra always runs).
 DAEMONS = ("zebra", "staticd", "bgpd", "ospfd", "ospf6d", "isisd", "ripd", "ripngd", "pimd",
            "ldpd", "nhrpd", "eigrpd", "babeld", "pbrd", "bfdd", "fabricd", "vrrpd", "pathd")
@@ -63,5 +70,18 @@ def daemons_for_config(config: str) -> list[str]:
 
 def frr_mapping(node: NodePlan) -> str:
     """What deploy says an FRR image became on a node."""
-    config = f"config {node.frr_config}" if node.frr_config else "no frr.conf bound"
-    return f"this host's FRR ({', '.join(node.daemons or ())}; {config})"
+    config = "its frr.conf" if node.frr_config else "an empty config (no frr.conf bound)"
+    return f"this host's FRR: {', '.join(node.daemons or ())} with {config}"
+
+
+def log_paths_in_lab(config: str, log_dir: Path) -> str:
+    """`config` with every file FRR would write (`log file`, `dump bgp`) moved into the
+    node's log folder: on a runtime that shares the host's files, a lab's config must not
+    write the host's /var/log/frr or /etc/frr."""
+    out = []
+    for line in config.splitlines():
+        found = _FILE_WRITERS.match(line)
+        if found:
+            line = f"{found.group(1)}{log_dir / Path(found.group(2)).name}{found.group(3)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
