@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
-from ipaddress import IPv4Interface, ip_network
+from ipaddress import IPv4Interface, IPv6Interface, ip_address, ip_interface, ip_network
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +42,24 @@ class FrrConfig:
     """What of a config convergence needs (default VRF only)."""
 
     bgp: set[str] = field(default_factory=set)
+    addresses: dict[str, list[IPv4Interface | IPv6Interface]] = field(default_factory=dict)
     ospf_networks: list[str] = field(default_factory=list)
     ospf_ifaces: set[str] = field(default_factory=set)
     ospf6_ifaces: set[str] = field(default_factory=set)
     passive: dict[str, set[str]] = field(default_factory=lambda: {"ospf": set(),
                                                                    "ospf6": set()})
     passive_default: bool = False
+
+    def bgp_over(self, cabled: set[str]) -> set[str]:
+        """BGP neighbours, less those on an interface the lab does not cable (a link left
+        out by --node-filter): an unnumbered one named by it, or an address in its subnet."""
+        def reachable(peer: str) -> bool:
+            if not peer[0].isdigit() and ":" not in peer:
+                return peer in cabled
+            address = ip_address(peer)
+            return not any(address in a.network for iface, found in self.addresses.items()
+                           if iface not in cabled for a in found)
+        return {peer for peer in self.bgp if reachable(peer)}
 
     def runs(self, protocol: str, iface: str, addresses: list[IPv4Interface]) -> bool:
         """Does `iface` (with these IPv4 addresses) form adjacencies of `protocol`?"""
@@ -70,10 +82,13 @@ def parse(config: str) -> FrrConfig:
         if not raw.startswith((" ", "\t")) and line in ("!", "exit", "end"):
             section = ""
             continue
-        if line.startswith(SECTIONS):
+        words = line.split()
+        in_ospf6 = section.strip() == "router ospf6" and words[:1] == ["interface"] and \
+            "area" in words  # ospf6's own `interface X area A`, not a new section
+        if line.startswith(SECTIONS) and not in_ospf6 and (
+                not raw.startswith((" ", "\t")) or not section):
             section = line
             continue
-        words = line.split()
         if section.startswith("router bgp") and " vrf " not in section and \
                 words[:1] == ["neighbor"] and len(words) >= 3:
             peer, verb = words[1], words[2]
@@ -95,7 +110,9 @@ def parse(config: str) -> FrrConfig:
             out.ospf6_ifaces.add(words[1])
         elif section.startswith("interface "):
             iface = section.split()[1]
-            if words[:3] == ["ip", "ospf", "area"]:
+            if words[:2] in (["ip", "address"], ["ipv6", "address"]) and len(words) > 2:
+                out.addresses.setdefault(iface, []).append(ip_interface(words[2]))
+            elif words[:3] == ["ip", "ospf", "area"]:
                 out.ospf_ifaces.add(iface)
             elif words[:3] == ["ipv6", "ospf6", "area"]:
                 out.ospf6_ifaces.add(iface)
@@ -141,7 +158,8 @@ def declared(lab: LabContext) -> dict[str, list[Neighbour]]:
     result: dict[str, list[Neighbour]] = {}
     for name, node in users.items():
         daemons = set(node.daemons or ())
-        found = [Neighbour(name, "bgp", p) for p in sorted(configs[name].bgp)
+        cabled = {i.name for i in node.interfaces}
+        found = [Neighbour(name, "bgp", p) for p in sorted(configs[name].bgp_over(cabled))
                  if "bgpd" in daemons]
         for iface in node.interfaces:
             peer, peer_iface = iface.peer.node, iface.peer.iface

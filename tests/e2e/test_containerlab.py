@@ -1,0 +1,169 @@
+"""containerlab labs run as they are (tests/labs/): an OSPF triangle with PCs (groups, binds,
+env), a leaf-spine with eBGP unnumbered (defaults, kinds, folder binds) and a numbered eBGP
+Clos of containerlab's kind frr with alpine-style hosts and a bridge. Every pair of hosts
+must reach each other; the labs' own commands must not touch the host."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.cli.lifecycle import saved_configs
+from harness.lab import Lab
+from harness.testing.chaos import labctl
+from harness.testing.plugin import RUNTIME
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+from tests.conftest import TOPOLOGIES
+
+pytestmark = pytest.mark.e2e
+LABS = Path(__file__).parent.parent / "labs"
+# Routes follow the neighbours the deploy waited for: eBGP with MRAI 0 (`frr defaults
+# datacenter`) sends them at once; OSPF re-originates its router LSA at most every 5 s
+# (FRR's `timers throttle lsa all` default), then SPF runs within its 50 ms hold.
+BGP_ROUTES_S = 3.0
+OSPF_ROUTES_S = 6.0
+
+
+def deploy(path: Path, node_filter: list[str] | None = None, name: str | None = None) -> Lab:
+    lab = Lab(augment(load_file(path), name, node_filter), RUNTIME)
+    lab.deploy(timeout=60)
+    return lab
+
+
+@pytest.fixture(scope="module")
+def triangle() -> Iterator[Lab]:
+    lab = deploy(LABS / "ospf-triangle" / "ospf-triangle.clab.yml")
+    yield lab
+    lab.destroy()
+
+
+@pytest.fixture(scope="module")
+def unnumbered() -> Iterator[Lab]:
+    lab = deploy(LABS / "bgp-unnumbered" / "bgp-unnumbered.clab.yml")
+    yield lab
+    lab.destroy()
+
+
+@pytest.fixture(scope="module")
+def numbered() -> Iterator[Lab]:
+    lab = deploy(LABS / "numbered-clos" / "numbered-clos.clab.yml")
+    yield lab
+    lab.destroy()
+
+
+def ping_within(lab: Lab, src: str, dst: str, seconds: float) -> float:
+    """Seconds until `src` first reaches `dst` (one 1 s probe after another)."""
+    start = time.monotonic()
+    while True:
+        out = lab.runtime.run(src, ["ping", "-c1", "-W1", dst], timeout=10)
+        elapsed = time.monotonic() - start
+        if out.returncode == 0:
+            return elapsed
+        assert elapsed < seconds, f"{src} -> {dst} not reachable within {seconds}s: {out.stdout}"
+
+
+def all_pairs_reach(lab: Lab, hosts: dict[str, str], seconds: float) -> None:
+    for src, dst in itertools.permutations(hosts, 2):
+        ping_within(lab, src, hosts[dst], seconds)
+
+
+def test_ospf_triangle_hosts_reach_each_other(triangle: Lab) -> None:
+    all_pairs_reach(triangle, {f"pc{i}": f"192.168.{i}.10" for i in (1, 2, 3)}, OSPF_ROUTES_S)
+    rows = json.loads(labctl("inspect", "ospftri", "--format", "json").stdout)["nodes"]
+    ospf = {r["node"]: r.get("ospf") for r in rows}
+    assert ospf == {"r1": "2/2", "r2": "2/2", "r3": "2/2", "pc1": None, "pc2": None,
+                    "pc3": None}
+
+
+def test_binds_env_and_sandbox_on_the_node(triangle: Lab) -> None:
+    node_config = (LABS / "ospf-triangle" / "r2" / "frr.conf").read_text()
+    out = labctl("exec", "ospftri/r2", "--", "cat", "/etc/frr/frr.conf")
+    assert out.stdout == node_config
+    out = labctl("exec", "ospftri/r2", "--", "sh", "-c", "echo x >> /etc/frr/daemons")
+    assert out.returncode != 0 and "Read-only" in out.stderr  # bound with :ro
+    host_daemons = Path("/etc/frr/daemons").read_bytes()
+    out = labctl("exec", "ospftri/pc1", "--", "sh", "-c",
+                 "touch /etc/fabric-lab-probe; sysctl -w kernel.hostname=x; "
+                 "echo $NET.$SITE; sysctl -w net.ipv4.ip_forward=1")
+    assert "192.168.1" in out.stdout and "net.ipv4.ip_forward = 1" in out.stdout
+    assert not Path("/etc/fabric-lab-probe").exists()
+    assert Path("/etc/frr/daemons").read_bytes() == host_daemons
+    out = labctl("exec", "ospftri/r1", "--", "vtysh", "-c", "show ip ospf neighbor json")
+    assert len(json.loads(out.stdout)["neighbors"]) == 2  # the node's ospfd, not the host's
+
+
+def test_unnumbered_fabric_and_save_beside_the_topology(unnumbered: Lab) -> None:
+    all_pairs_reach(unnumbered, {"srv1": "10.10.1.10", "srv2": "10.10.2.10"}, BGP_ROUTES_S)
+    states = unnumbered.frr("leaf1").show_json("bgpd", "show bgp neighbors")
+    assert {p: s["bgpState"] for p, s in states.items()} == {"eth1": "Established",
+                                                              "eth2": "Established"}
+    folder = saved_configs(unnumbered.plan)
+    try:
+        out = labctl("save", "-t", str(LABS / "bgp-unnumbered" / "bgp-unnumbered.clab.yml"))
+        assert out.returncode == 0, out.stderr
+        assert "neighbor eth1 interface" in (folder / "leaf1" / "frr.conf").read_text()
+        assert not (folder / "srv1").exists()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_numbered_clos_bridge_and_refused_lines(numbered: Lab) -> None:
+    hosts = {"h1": "192.168.1.10", "h2": "192.168.2.10", "h3a": "192.168.3.10",
+             "h3b": "192.168.3.11"}
+    all_pairs_reach(numbered, hosts, BGP_ROUTES_S)
+    assert numbered.frr("leaf3").refused() == [
+        "line 23: % Unknown command[25]:  bgp ipv6-auto-ra"]
+    rows = {r["node"]: r for r in json.loads(
+        labctl("inspect", "numclos", "--json").stdout)["nodes"]}
+    assert rows["leaf3"]["refused_lines"] == 1 and rows["leaf1"]["refused_lines"] == 0
+    assert (rows["spine1"]["bgp_up"], rows["spine1"]["bgp_total"]) == (3, 3)
+    assert rows["h2"]["state"] == "running"  # its cmd runs
+
+
+def test_exec_by_label_and_exit_codes(numbered: Lab) -> None:
+    out = labctl("exec", "--name", "numclos", "--label", "clab-node-kind=linux", "--cmd",
+                 "ip -4 -o address show dev eth1")
+    assert out.returncode == 0, out.stderr
+    assert all(f"inet {a}/24" in out.stdout for a in ("192.168.1.10", "192.168.3.11"))
+    assert "spine1" not in out.stdout
+    assert labctl("exec", "-t", str(LABS / "numbered-clos" / "numbered-clos.clab.yml"),
+                  "--cmd", "test -e /etc/frr/frr.conf").returncode == 1  # a check failed
+    assert labctl("exec", "--name", "numclos", "--label", "nolabel", "--cmd",
+                  "true").returncode == 2  # usage
+
+
+def test_node_filter_deploys_a_subset() -> None:
+    lab = deploy(LABS / "numbered-clos" / "numbered-clos.clab.yml",
+                 ["spine1", "leaf1", "leaf2", "h1", "h2"], name="numclossub")
+    try:
+        assert sorted(lab.node_names) == ["h1", "h2", "leaf1", "leaf2", "spine1"]
+        assert sum("not in --node-filter" in n for n in lab.plan.notes) == 7
+        all_pairs_reach(lab, {"h1": "192.168.1.10", "h2": "192.168.2.10"}, BGP_ROUTES_S)
+    finally:
+        lab.destroy()
+
+
+def test_export_round_trip_keeps_reachability(tmp_path: Path) -> None:
+    folder = tmp_path / "exported"
+    out = labctl("export", "-t", str(TOPOLOGIES / "clos.yml"), "-o", str(folder))
+    assert out.returncode == 0, out.stderr
+    source = augment(load_file(TOPOLOGIES / "clos.yml"))
+    lab = deploy(folder / "clos.clab.yml", name="cloexp")
+    try:
+        hosts = {n.name: n.loopback4 for n in source.nodes if n.role and
+                 n.role.value == "host"}
+        all_pairs_reach(lab, hosts, BGP_ROUTES_S)
+    finally:
+        lab.destroy()
+    manifest = folder / "k8s"
+    assert labctl("export", "-t", str(TOPOLOGIES / "clos.yml"), "--format", "clabernetes",
+                  "-o", str(manifest)).returncode == 0
+    text = (manifest / "clos.clabernetes.yaml").read_text()
+    assert "kind: Topology" in text and text.count("kind: ConfigMap") == len(source.nodes)
