@@ -52,6 +52,9 @@ class FakeRuntime:
         rc = 1 if argv[-1] in self.failing else 0
         return subprocess.CompletedProcess(argv, rc, "", "no such thing" if rc else "")
 
+    def confine(self, node: str, argv: Sequence[str]) -> list[str]:
+        return list(argv)
+
     def existing_nodes(self) -> list[str]:
         return sorted(self.nodes.get(self.lab, ()))
 
