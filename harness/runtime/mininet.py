@@ -94,7 +94,8 @@ class MininetRuntime(NetnsRuntime):
             raise LabError("Mininet's CLI runs only in the `labctl mininet` that deployed it")
         partial = self._ready_file.with_suffix(".partial")
         partial.write_text(json.dumps({
-            n.name: [["lo", f"{n.loopback4}/32"], *([i.name, i.ipv4] for i in n.interfaces)]
+            n.name: [*([["lo", f"{n.loopback4}/32"]] if n.loopback4 else []),
+                     *([i.name, i.ipv4] for i in n.interfaces if i.ipv4)]
             for n in plan.nodes}))
         partial.rename(self._ready_file)
         return self.server.wait()
