@@ -170,3 +170,20 @@ def test_export_round_trip_keeps_reachability(tmp_path: Path) -> None:
                   "-o", str(manifest)).returncode == 0
     text = (manifest / "clos.clabernetes.yaml").read_text()
     assert "kind: Topology" in text and text.count("kind: ConfigMap") == len(source.nodes)
+
+
+def test_a_neighbour_that_never_comes_up_is_named(tmp_path: Path) -> None:
+    (tmp_path / "r1.conf").write_text("router bgp 65001\n neighbor 10.9.9.9 remote-as 65002\n"
+                                      " neighbor eth1 interface remote-as external\n")
+    (tmp_path / "lab.clab.yml").write_text(
+        "name: clabdown\ntopology:\n  nodes:\n    r1: {kind: frr, startup-config: r1.conf}\n"
+        "    r2: {kind: linux}\n  links:\n    - endpoints: [r1:eth1, r2:eth1]\n")
+    out = labctl("deploy", "-t", str(tmp_path / "lab.clab.yml"), "--timeout", "3")
+    try:
+        assert out.returncode == 1, out  # built, but a check failed: the lab is kept
+        assert "r1: bgp neighbour 10.9.9.9 not up" in out.stderr
+        assert "r1: bgp neighbour eth1 not up" in out.stderr
+        rows = json.loads(labctl("inspect", "clabdown", "--json").stdout)["nodes"]
+        assert rows[0]["neighbours_down"] == "bgp 10.9.9.9, bgp eth1"
+    finally:
+        assert labctl("destroy", "clabdown").returncode == 0
