@@ -15,16 +15,7 @@ from pathlib import Path
 from harness.errors import TopologyError, TopologyProblem
 from harness.links.fibre import one_way_delay_us
 from harness.paths import LAB_NAME_RULE, is_lab_name
-from harness.topology.binds import bound_file, parse_bind
-from harness.topology.frr_image import (
-    CONFIG_FILE,
-    DAEMONS_FILE,
-    FRR_STARTS,
-    daemons_for_config,
-    daemons_from_file,
-    is_frr_image,
-)
-from harness.topology.frr_image import DAEMONS as FRR_DAEMONS
+from harness.topology.binds import parse_bind
 from harness.topology.loader import LoadedTopology
 from harness.topology.plan import (
     BfdPlan,
@@ -36,7 +27,8 @@ from harness.topology.plan import (
     NodePlan,
     Session,
 )
-from harness.topology.schema import IGNORED_NODE_KEYS, Kind, LinkSpec, NodeFields, Role
+from harness.topology.schema import IGNORED_NODE_KEYS, LinkSpec, NodeFields, Role
+from harness.topology.user_nodes import user_node
 from harness.topology.validate import split_endpoint, validate
 
 DEFAULT_MTU = 1500
@@ -168,41 +160,6 @@ def _filtered(loaded: LoadedTopology, nodes: dict[str, NodeFields],
             key="--node-filter", file=loaded.source.file,
             fix=f"pick from: {', '.join(nodes)}")])
     return {n: spec for n, spec in nodes.items() if n in node_filter}
-
-
-def user_node(loaded: LoadedTopology, name: str, spec: NodeFields, node: NodePlan) -> NodePlan:
-    """A node configured by the user: an FRR image or kind frr runs FRR with the user's
-    config as it is; anything else runs only its exec and cmd."""
-    path = ("topology", "nodes", name)
-    if spec.kind is Kind.frr:
-        config = Path(loaded.source.file).parent / spec.startup_config  # type: ignore[operator]
-        daemons = (["zebra", *(d for d in spec.extras.frr.daemons if d != "zebra")]
-                   if spec.extras and spec.extras.frr and spec.extras.frr.daemons
-                   else daemons_for_config(config.read_text()))
-        unknown = [d for d in daemons if d not in FRR_DAEMONS]
-        if unknown:
-            raise TopologyError([loaded.source.problem(
-                (*path, "extras"), f"unknown FRR daemon(s) {', '.join(unknown)}",
-                f"use some of: {', '.join(FRR_DAEMONS)}")])
-        return node.model_copy(update={"frr_config": str(config.resolve()), "daemons": daemons,
-                                       "exec": without_frr_starts(node.exec)})
-    if spec.kind is not Kind.linux or not is_frr_image(spec.image):
-        return node
-    config = bound_file(node.binds, CONFIG_FILE)
-    daemons_file = bound_file(node.binds, DAEMONS_FILE)
-    try:
-        daemons = (daemons_from_file(daemons_file) if daemons_file else
-                   daemons_for_config(config.read_text() if config else ""))
-    except ValueError as exc:
-        raise TopologyError([loaded.source.problem((*path, "binds"), str(exc),
-                                                   "switch that daemon off (=no)")]) from None
-    return node.model_copy(update={"kind": Kind.frr, "daemons": daemons,
-                                   "frr_config": str(config) if config else None,
-                                   "exec": without_frr_starts(node.exec)})
-
-
-def without_frr_starts(commands: list[str]) -> list[str]:
-    return [c for c in commands if not FRR_STARTS.search(c)]
 
 
 def ignored_keys(loaded: LoadedTopology) -> list[str]:
