@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
-from harness.nodes.neighbours import answers, declared, is_up
+from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
 from harness.paths import frr_pathspace
@@ -244,7 +244,7 @@ class FrrKind:
 
 def user_frr_status(lab: LabContext, frr: Frr, node: NodePlan, dead: list[str]) -> dict[str, Any]:
     """A user-configured router: its declared neighbours up, and lines FRR refused."""
-    wanted = declared(lab).get(node.name, [])
+    wanted = declared_of(lab, node.name)
     state = answers(frr)
     up = {n for n in wanted if is_up(n, state)}
     bgp = [n for n in wanted if n.protocol == "bgp"]

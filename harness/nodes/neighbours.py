@@ -21,6 +21,7 @@ from harness.topology.schema import Kind
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
     from harness.nodes.frr import Frr
+    from harness.topology.plan import NodePlan
 
 SECTIONS = ("router ", "interface ", "vrf ", "route-map ", "bfd", "line ", "key ",
             "segment-routing", "mpls ", "nexthop-group ", "pbr-map ")
@@ -148,33 +149,41 @@ def interface_addresses(lab: LabContext, node: str) -> dict[str, list[IPv4Interf
         return found
 
 
+def runs_frr_of_its_own(node: NodePlan) -> bool:
+    return node.user_configured and node.kind is Kind.frr
+
+
+def declared_of(lab: LabContext, name: str) -> list[Neighbour]:
+    """The neighbours one user-configured FRR node's config (and its peers') imply: reads
+    only its own and its peers' configs, so `inspect` stays linear in the lab."""
+    node = lab.plan.node(name)
+    peers = {i.peer.node for i in node.interfaces
+             if runs_frr_of_its_own(lab.plan.node(i.peer.node))}
+    configs = {n: parse(Path(lab.plan.node(n).frr_config or "/dev/null").read_text())
+               for n in {name, *peers}}
+    addresses = {n: interface_addresses(lab, n) if configs[n].ospf_networks else {}
+                 for n in configs}
+    daemons = set(node.daemons or ())
+    found = [Neighbour(name, "bgp", p)
+             for p in sorted(configs[name].bgp_over({i.name for i in node.interfaces}))
+             if "bgpd" in daemons]
+    for iface in node.interfaces:
+        peer, peer_iface = iface.peer.node, iface.peer.iface
+        if peer not in peers:
+            continue
+        for protocol in ("ospf", "ospf6"):
+            daemon = f"{protocol}d"
+            if daemon in daemons and daemon in (lab.plan.node(peer).daemons or ()) and \
+                    configs[name].runs(protocol, iface.name,
+                                       addresses[name].get(iface.name, [])) and \
+                    configs[peer].runs(protocol, peer_iface, addresses[peer].get(peer_iface, [])):
+                found.append(Neighbour(name, protocol, iface.name))
+    return found
+
+
 def declared(lab: LabContext) -> dict[str, list[Neighbour]]:
-    """Every user-configured FRR node -> the neighbours its config (and its peers') imply."""
-    users = {n.name: n for n in lab.plan.nodes if n.user_configured and n.kind is Kind.frr}
-    configs = {name: parse(Path(n.frr_config).read_text() if n.frr_config else "")
-               for name, n in users.items()}
-    addresses = {name: interface_addresses(lab, name) if configs[name].ospf_networks else {}
-                 for name in users}
-    result: dict[str, list[Neighbour]] = {}
-    for name, node in users.items():
-        daemons = set(node.daemons or ())
-        cabled = {i.name for i in node.interfaces}
-        found = [Neighbour(name, "bgp", p) for p in sorted(configs[name].bgp_over(cabled))
-                 if "bgpd" in daemons]
-        for iface in node.interfaces:
-            peer, peer_iface = iface.peer.node, iface.peer.iface
-            if peer not in users:
-                continue
-            for protocol in ("ospf", "ospf6"):
-                daemon = f"{protocol}d"
-                if daemon in daemons and daemon in set(users[peer].daemons or ()) and \
-                        configs[name].runs(protocol, iface.name,
-                                           addresses[name].get(iface.name, [])) and \
-                        configs[peer].runs(protocol, peer_iface,
-                                           addresses[peer].get(peer_iface, [])):
-                    found.append(Neighbour(name, protocol, iface.name))
-        result[name] = found
-    return result
+    """Every user-configured FRR node -> the neighbours it should have up."""
+    return {n.name: declared_of(lab, n.name) for n in lab.plan.nodes if runs_frr_of_its_own(n)}
 
 
 def answers(frr: Frr) -> dict[str, Any]:
