@@ -181,6 +181,10 @@ def ignored_keys(loaded: LoadedTopology) -> list[str]:
                      "`labctl exec`)")
     if loaded.spec.prefix is not None:
         notes.append("prefix ignored (nodes are named by the lab: `labctl exec NODE`)")
+    macs = [f"links[{path[2]}]" for path in loaded.source.lines
+            if path[:2] == ("topology", "links") and path[-1:] == ("mac",)]
+    if macs:
+        notes.append(f"endpoint mac ignored (the kernel picks each veth's MAC): {', '.join(macs)}")
     if any(link.vars for link in topo.links):
         notes.append("links' vars ignored (no config templating)")
     return notes

@@ -183,7 +183,12 @@ topology:
   nodes:
     a: {mgmt-ipv4: 172.20.20.2, ports: ["81:81"]}
     b: {mgmt-ipv4: 172.20.20.3}
+  links:
+    - type: veth
+      endpoints: [{node: a, interface: eth1, mac: "02:00:00:00:00:01"}, {node: b, interface: eth1}]
 """))
+    assert [(str(link.a), str(link.b)) for link in plan.links] == [("a:eth1", "b:eth1")]
+    assert "endpoint mac ignored (the kernel picks each veth's MAC): links[0]" in plan.notes
     assert "mgmt-ipv4 ignored (no management network: nodes are reached with `labctl "\
            "exec`): set on a, b" in plan.notes
     assert any(n.startswith("ports ignored") and n.endswith("defaults, a") for n in plan.notes)
