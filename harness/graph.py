@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from harness.topology.plan import LabPlan, LinkPlan, NodePlan
-from harness.topology.schema import Kind, Role
+from harness.topology.schema import Role
 from harness.topology.units import format_duration_us
 
 TIER = {Role.host: 0, Role.scaleup: 0, Role.leaf: 1, Role.spine: 2, Role.superspine: 3,
@@ -21,7 +21,7 @@ def tiers(plan: LabPlan) -> dict[str, int]:
     count from the nearest plain node (servers and bridges at the bottom, as drawn by hand)."""
     found = {n.name: TIER[n.role] for n in plan.nodes if n.role is not None}
     frontier = [n.name for n in plan.nodes
-                if n.role is None and n.kind in (Kind.linux, Kind.bridge)]
+                if n.role is None and not n.runs_frr]
     found.update(dict.fromkeys(frontier, 0))
     while frontier:
         nxt = []

@@ -45,6 +45,13 @@ def node_dir(lab: str, node: str) -> Path:
     return lab_dir(lab) / "nodes" / node
 
 
+FRR_RUN = "run"  # a node's FRR sockets and pid files, inside its node directory
+
+
+def frr_run_dir(lab: str, node: str) -> Path:
+    return node_dir(lab, node) / FRR_RUN
+
+
 def netns_name(lab: str, node: str) -> str:
     """'fl.<lab>.<node>': dots cannot occur in lab or node names, so a prefix is unambiguous."""
     return f"{NETNS_PREFIX}.{lab}.{node}"

@@ -23,7 +23,7 @@ from harness.runtime.mininet import MininetRuntime
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.plan import LabPlan
-from harness.topology.schema import Kind, Role
+from harness.topology.schema import Role
 
 out = make_console()
 
@@ -108,7 +108,7 @@ def deploy(args: argparse.Namespace) -> int:
     if conv is not None:
         out.print(f"[green]lab {plan.name} is up[/]: {conv.summary()}.")
     me = _as_typed()
-    routers = [n for n in plan.nodes if n.kind in (Kind.frr, Kind.sai)] or plan.nodes
+    routers = [n for n in plan.nodes if n.runs_frr] or plan.nodes
     hosts = [n for n in plan.nodes if n.role is Role.host] or routers
     src, dst = hosts[0], hosts[-1]
     ping = f"{me} exec {src.name} -- ping -c3 {dst.loopback4}" if dst.loopback4 else \
@@ -135,7 +135,7 @@ def report_refused(lab: Lab) -> None:
     """Lines of the users' own configs this host's FRR refused (e.g. written for a newer FRR),
     per node, with FRR's message."""
     for node in lab.plan.nodes:
-        if node.user_configured and node.kind is Kind.frr:
+        if node.runs_own_frr:
             refused = lab.frr(node.name).refused()
             if refused:
                 out.print(f"[yellow]{node.name}:[/] FRR {frr_version()} refused "
@@ -201,7 +201,7 @@ def save(args: argparse.Namespace) -> int:
     lab = open_lab(args.name, args.topology)
     folder = saved_configs(lab.plan)
     for node in lab.plan.nodes:
-        if node.kind not in (Kind.frr, Kind.sai):
+        if not node.runs_frr:
             out.print(f"{node.name}: kind {node.kind.value}, no config to save")
             continue
         target = folder / node.name / "frr.conf"

@@ -22,7 +22,7 @@ from harness.errors import LabError
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
-from harness.paths import frr_pathspace
+from harness.paths import FRR_RUN, frr_pathspace
 from harness.runtime.journal import Journal
 from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan
@@ -53,7 +53,7 @@ class Frr:
 
     @property
     def run_dir(self) -> Path:
-        return self.workdir / "run"
+        return self.workdir / FRR_RUN
 
     @property
     def log_dir(self) -> Path:

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
-from harness.topology.schema import Kind
 
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
     from harness.nodes.frr import Frr
-    from harness.topology.plan import NodePlan
 
 SECTIONS = ("router ", "interface ", "vrf ", "route-map ", "bfd", "line ", "key ",
             "segment-routing", "mpls ", "nexthop-group ", "pbr-map ")
@@ -149,16 +147,12 @@ def interface_addresses(lab: LabContext, node: str) -> dict[str, list[IPv4Interf
         return found
 
 
-def runs_frr_of_its_own(node: NodePlan) -> bool:
-    return node.user_configured and node.kind is Kind.frr
-
-
 def declared_of(lab: LabContext, name: str) -> list[Neighbour]:
     """The neighbours one user-configured FRR node's config (and its peers') imply: reads
     only its own and its peers' configs, so `inspect` stays linear in the lab."""
     node = lab.plan.node(name)
     peers = {i.peer.node for i in node.interfaces
-             if runs_frr_of_its_own(lab.plan.node(i.peer.node))}
+             if lab.plan.node(i.peer.node).runs_own_frr}
     configs = {n: parse(Path(lab.plan.node(n).frr_config or "/dev/null").read_text())
                for n in {name, *peers}}
     addresses = {n: interface_addresses(lab, n) if configs[n].ospf_networks else {}
@@ -183,7 +177,7 @@ def declared_of(lab: LabContext, name: str) -> list[Neighbour]:
 
 def declared(lab: LabContext) -> dict[str, list[Neighbour]]:
     """Every user-configured FRR node -> the neighbours it should have up."""
-    return {n.name: declared_of(lab, n.name) for n in lab.plan.nodes if runs_frr_of_its_own(n)}
+    return {n.name: declared_of(lab, n.name) for n in lab.plan.nodes if n.runs_own_frr}
 
 
 def answers(frr: Frr) -> dict[str, Any]:

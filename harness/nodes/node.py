@@ -11,7 +11,6 @@ from harness.runtime.base import Runtime
 from harness.runtime.nsenter import netlink, rtnl_socket
 from harness.runtime.rtnl_batch import LOOPBACK_IFINDEX, RtnlBatch
 from harness.topology.plan import NodePlan
-from harness.topology.schema import Kind
 
 # Set before any link exists, so every interface inherits the `default` values.
 ROUTER_SYSCTLS = {
@@ -57,8 +56,7 @@ class Node:
     def open_batch(self) -> RtnlBatch:
         """One trip into the fresh namespace: router sysctls set (before any link exists, so
         every interface inherits `default`), then `lo` and the loopbacks queued."""
-        sysctls = PLAIN_SYSCTLS if self.plan.kind in (Kind.linux, Kind.bridge) else \
-            ROUTER_SYSCTLS
+        sysctls = ROUTER_SYSCTLS if self.plan.runs_frr else PLAIN_SYSCTLS
         batch = RtnlBatch(rtnl_socket(self.runtime.netns_path(self.name), sysctls))
         batch.set_up(LOOPBACK_IFINDEX)
         if self.plan.loopback4 and self.plan.loopback6:  # planned for fabric nodes only

@@ -25,12 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.errors import LabError
-from harness.paths import NETNS_PREFIX, is_lab_name, lab_dir, netns_name
+from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
 from harness.runtime import images
 from harness.runtime.images import image_for
 from harness.runtime.journal import Journal
 from harness.topology.plan import LabPlan, NodePlan
-from harness.topology.schema import Kind
 
 LAB_LABEL, NODE_LABEL = "fabric-lab.lab", "fabric-lab.node"
 PROJECT = Path("/opt/fabric-lab")  # where the image keeps the project (images/Dockerfile)
@@ -134,10 +133,9 @@ class DockerRuntime:
         """The file's env and binds; a user's FRR node shows its sockets at /run/frr, so a
         plain `vtysh` in it talks to its daemons, as in an FRR image."""
         args = [f"--env={k}={v}" for k, v in node.env.items()]
-        args += [f"--volume={b.source}:{b.target}{':ro' if b.read_only else ''}"
-                 for b in node.binds]
-        if node.user_configured and node.kind is Kind.frr:
-            args.append(f"--volume={self.dir / 'nodes' / node.name / 'run'}:/run/frr")
+        args += [f"--volume={b}" for b in node.binds]
+        if node.runs_own_frr:
+            args.append(f"--volume={frr_run_dir(self.lab, node.name)}:/run/frr")
         return args
 
     def confine(self, node: str, argv: Sequence[str]) -> list[str]:

@@ -38,7 +38,7 @@ def source_hash() -> str:
 
 def default_image(node: NodePlan) -> str:
     """Hosts and plain nodes run the host image (traffic tools); routers the switch image."""
-    plain = node.role is Role.host or node.kind in (Kind.linux, Kind.bridge)
+    plain = node.role is Role.host or not node.runs_frr
     return f"{REPOSITORY}/{'host' if plain else 'switch'}"
 
 

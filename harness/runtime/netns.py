@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.build import built
 from harness.errors import LabError
 from harness.nodes.frr import FRR_SBIN
-from harness.paths import NETNS_PREFIX, is_lab_name, lab_dir, lab_netns_prefix, netns_name
+from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_netns_prefix, netns_name
 from harness.runtime.journal import Journal, process_start_time
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
@@ -53,7 +53,7 @@ class NetnsRuntime:
         return plan.model_copy(update={"notes": list(dict.fromkeys([*plan.notes, *notes]))})
 
     def check(self, plan: LabPlan, *, start: bool) -> None:
-        if start and any(n.kind in (Kind.frr, Kind.sai) for n in plan.nodes) and \
+        if start and any(n.runs_frr for n in plan.nodes) and \
                 not (FRR_SBIN / "zebra").exists():
             raise LabError(f"FRR is not installed ({FRR_SBIN}/zebra is missing): "
                            "`apt-get install frr`, or run `make lab` which installs it")
@@ -75,11 +75,10 @@ class NetnsRuntime:
         command = ["env", *(f"{k}={v}" for k, v in plan.env.items()), *argv]
         if not plan.user_configured:
             return command
-        frr_run = lab_dir(self.lab) / "nodes" / node / "run"
         return [*self.python("harness.runtime.sandbox"),
-                *(f"--bind={b.source}:{b.target}{':ro' if b.read_only else ''}"
-                  for b in self.mounts[node]),
-                *([f"--frr-run={frr_run}"] if plan.kind is Kind.frr else []), "--", *command]
+                *(f"--bind={b}" for b in self.mounts[node]),
+                *([f"--frr-run={frr_run_dir(self.lab, node)}"] if plan.runs_own_frr else []),
+                "--", *command]
 
     def run(self, node: str, argv: Sequence[str], *, timeout: float | None = 60,
             input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:

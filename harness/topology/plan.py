@@ -107,6 +107,15 @@ class NodePlan(_Plain):
     def user_configured(self) -> bool:
         return self.role is None
 
+    @property
+    def runs_frr(self) -> bool:
+        return self.kind in (Kind.frr, Kind.sai)
+
+    @property
+    def runs_own_frr(self) -> bool:
+        """A user's FRR router (an FRR image or containerlab's kind frr)."""
+        return self.user_configured and self.kind is Kind.frr
+
 
 class BfdPlan(_Plain):
     interval_ms: int
