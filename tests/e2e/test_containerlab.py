@@ -26,9 +26,13 @@ pytestmark = pytest.mark.e2e
 LABS = Path(__file__).parent.parent / "labs"
 # Routes follow the neighbours the deploy waited for: eBGP with MRAI 0 (`frr defaults
 # datacenter`) sends them at once; OSPF re-originates its router LSA at most every 5 s
-# (FRR's `timers throttle lsa all` default), then SPF runs within its 50 ms hold.
+# (FRR's `timers throttle lsa all` default), then SPF runs within its 50 ms hold. A probe
+# that fails costs its full 1 s wait (`ping -W1`), so a route that appears just after a
+# probe starts is seen up to 1 s late; 0.5 s covers SPF, flooding and starting the probes.
+# Measured (8 deploys): all pairs after 1.05 s or 5.1-6.1 s, the throttle's two cases.
+PROBE_S = 1.0
 BGP_ROUTES_S = 3.0
-OSPF_ROUTES_S = 6.0
+OSPF_ROUTES_S = 5.0 + PROBE_S + 0.5
 
 
 def deploy(path: Path, node_filter: list[str] | None = None, name: str | None = None) -> Lab:
@@ -62,7 +66,7 @@ def ping_within(lab: Lab, src: str, dst: str, seconds: float) -> float:
     """Seconds until `src` first reaches `dst` (one 1 s probe after another)."""
     start = time.monotonic()
     while True:
-        out = lab.runtime.run(src, ["ping", "-c1", "-W1", dst], timeout=10)
+        out = lab.runtime.run(src, ["ping", "-c1", f"-W{PROBE_S:.0f}", dst], timeout=10)
         elapsed = time.monotonic() - start
         if out.returncode == 0:
             return elapsed
