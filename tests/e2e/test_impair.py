@@ -78,20 +78,48 @@ def one_way_us(lab: Lab, src: str = "r1", dst: str = "r2", count: int = 1000) ->
 
 @pytest.fixture(scope="module")
 def base_us(lab: Lab) -> float:
+    """The clean path, measured warm: the first flow pays for ARP and cold caches (in the
+    stock-kernel VM, for the emulator translating the code path too)."""
+    one_way_us(lab, count=200)
     return one_way_us(lab)
+
+
+# Median lateness of 300 timers of 1 ms in a node, timer slack off: what a wake-up costs on
+# this machine now (a few us on an idle host, far more under load or CPU emulation).
+TIMER_LATENESS = """
+import ctypes, statistics, time
+ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK: 1 ns, as fl-impair runs
+late = []
+for _ in range(300):
+    start = time.monotonic_ns(); time.sleep(0.001)
+    late.append(time.monotonic_ns() - start - 1_000_000)
+print(statistics.median(late) / 1000)
+"""
+
+
+@pytest.fixture(scope="module")
+def lateness_us(lab: Lab) -> float:
+    return float(lab.node("r2").cmd("python3", "-c", TIMER_LATENESS, check=True).stdout)
+
+
+def delay_bound_us(delay_us: float, lateness_us: float) -> float:
+    """How far the added one-way delay may miss its target: bench/impair.py's goal (10% or
+    50 us), plus one timer's lateness measured here. A delayed frame leaves when a timer
+    fires (netem's hrtimer, the engine's wheel) and the receiver wakes on another; the clean
+    path it is compared with waits for neither."""
+    return max(0.10 * delay_us, 50) + lateness_us
 
 
 @pytest.mark.parametrize("delay_us", [200, 1000, 5000])
 def test_delay_sets_the_one_way_delay(lab: Lab, path: str, base_us: float,
-                                      delay_us: int) -> None:
+                                      lateness_us: float, delay_us: int) -> None:
     assert impair.apply(lab, R1, Impairment(delay_us=delay_us)) == path
     try:
         added = one_way_us(lab) - base_us
-        # bench/impair.py tracks the goal (10% or 50 us); a test sharing 2 busy cores with
-        # FRR and other labs gets a wider margin for the receiver's own scheduling.
-        assert abs(added - delay_us) <= max(0.10 * delay_us, 100), (added, delay_us)
+        bound = delay_bound_us(delay_us, lateness_us)
+        assert abs(added - delay_us) <= bound, (added, delay_us, bound)
         back = one_way_us(lab, "r2", "r1") - base_us  # one direction only
-        assert abs(back) <= 100, back
+        assert abs(back) <= delay_bound_us(0, lateness_us), (back, lateness_us)
         [row] = impair.show(lab)
         assert (row.backend, row.health) == (path, "active")
     finally:
@@ -120,7 +148,7 @@ def _connections(lab: Lab) -> dict[str, tuple[int, int]]:
             for peer, n in neighbors.items()}
 
 
-def test_live_delay_change_keeps_bgp(lab: Lab, base_us: float) -> None:
+def test_live_delay_change_keeps_bgp(lab: Lab, base_us: float, lateness_us: float) -> None:
     before = _connections(lab)
     states = lab.frr("r1").bgp_peer_states()
     assert len(before) == 2 and set(states.values()) == {"Established"}, (before, states)
@@ -133,7 +161,7 @@ def test_live_delay_change_keeps_bgp(lab: Lab, base_us: float) -> None:
         assert row.impairment.delay_us == 1000 and row.health == "active"
         assert row.counters["rx"] >= first.counters["rx"]  # the same engine, never restarted
         added = one_way_us(lab) - base_us
-        assert abs(added - 1000) <= 150
+        assert abs(added - 1000) <= delay_bound_us(1000, lateness_us), (added, lateness_us)
         assert _connections(lab) == before
         assert set(lab.frr("r1").bgp_peer_states().values()) == {"Established"}
     finally:
