@@ -16,7 +16,7 @@ DOCKER_SUITES := tests/e2e/test_clos.py tests/e2e/test_containerlab.py tests/e2e
 	tests/e2e/test_impair.py \
 	tests/e2e/test_lifecycle.py::test_sigkill_at_random_points_then_destroy_leaves_nothing
 
-.PHONY: lab test test-docker docker images destroy setup debs bench lint clean
+.PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean
 
 setup: debs $(VENV)/.installed build/fl-impair
 
@@ -83,6 +83,13 @@ bench: setup
 	$(PY) bench/impair.py
 	$(PY) bench/fib.py
 	$(PY) bench/fpf.py
+
+# What is too long for CI, one report in reports/nightly-<time>/ (bench/nightly.py): the
+# impairment e2e on the netem path in a VM booted with Debian's stock kernel (images/vm.py;
+# qemu is installed here), 100 SIGKILL chaos trials and every benchmark.
+nightly: images
+	@$(MAKE) --no-print-directory debs EXTRA_DEBS=qemu-system-x86
+	$(PY) bench/nightly.py
 
 clean: destroy
 	rm -rf $(VENV) build *.egg-info
