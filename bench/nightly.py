@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 IN_VM = ["env", "PYTHONDONTWRITEBYTECODE=1", ".venv/bin/python", "-m", "pytest",
-         "-p", "no:cacheprovider", "-v"]
+         "-p", "no:cacheprovider", "-v", "--color=no"]
 
 
 @dataclass(frozen=True)
