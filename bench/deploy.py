@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,7 +31,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.errors import LabError  # noqa: E402
 from harness.lab import Lab, destroy_lab  # noqa: E402
-from harness.runtime import scratch  # noqa: E402
+from harness.runtime import images, scratch  # noqa: E402
+from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
 from harness.runtime.nsenter import list_netns  # noqa: E402
 from harness.runtime.scratch import scratch_name  # noqa: E402
 from harness.topology.augment import augment  # noqa: E402
@@ -113,6 +115,22 @@ def docker_ready(plan: LabPlan) -> str | None:
     return None
 
 
+def run_docker_floor(nodes: int) -> float:
+    """What docker itself takes for this many nodes: as many bare containers of the switch
+    image started as labctl starts them (`docker run`, --network none, same parallelism),
+    nothing wired or run in them."""
+    image = images.resolve(f"{images.REPOSITORY}/switch")
+    names = [f"fl-bench-floor-{i}" for i in range(nodes)]
+    start = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
+            list(pool.map(lambda name: docker("run", "--detach", "--name", name,
+                                              "--network", "none", image), names))
+        return time.perf_counter() - start
+    finally:
+        docker("rm", "--force", *names, check=False)
+
+
 def run_shell(plan: LabPlan, workdir: Path) -> float:
     script = workdir / "floor.sh"
     script.write_text(shell_script(plan))
@@ -178,12 +196,14 @@ def main() -> int:
     plan = augment(load_file(topology))
     print(f"topology: {len(plan.nodes)} nodes, {len(plan.links)} links "
           f"({2 * len(plan.links)} addressed interfaces), {args.rounds} rounds, median shown")
-    results: dict[str, list[float]] = {"netns": [], "docker": [], "shell": [], "mininet": []}
+    results: dict[str, list[float]] = {"netns": [], "docker": [], "docker-floor": [],
+                                       "shell": [], "mininet": []}
     no_docker = docker_ready(plan)
     for _ in range(args.rounds):
         results["netns"].append(run_labctl(topology))
         if no_docker is None:
             results["docker"].append(run_labctl(topology, "docker"))
+            results["docker-floor"].append(run_docker_floor(len(plan.nodes)))
         results["shell"].append(run_shell(plan, workdir))
         mininet = run_mininet(plan, workdir)
         if mininet is not None:
@@ -195,7 +215,10 @@ def main() -> int:
           f"(goal <= 2x)")
     if "docker" in med:
         print(f"docker vs netns:       {med['docker'] / med['netns']:.2f}x netns's time "
-              "(goal <= 3x)")
+              f"(goal <= 3x; docker's own floor, {len(plan.nodes)} bare containers started, "
+              f"is {med['docker-floor'] / med['netns']:.2f}x)")
+        print(f"docker vs its floor:   {med['docker'] / med['docker-floor']:.2f}x the "
+              "floor's time")
     else:
         print(f"no docker runtime this run: {no_docker}")
     if "mininet" in med:

@@ -98,10 +98,12 @@ class DockerRuntime:
 
     def prepare(self, plan: LabPlan) -> LabPlan:
         """Each node's image, resolved to the tag built from this checkout."""
-        nodes, notes = [], []
+        nodes, notes, resolved = [], [], {}
         for node in plan.nodes:
             image, note = image_for(node)
-            nodes.append(node.model_copy(update={"image": images.resolve(image)}))
+            if image not in resolved:  # one docker query per image, not per node
+                resolved[image] = images.resolve(image)
+            nodes.append(node.model_copy(update={"image": resolved[image]}))
             notes += [note] if note else []
         return plan.model_copy(update={"nodes": nodes,
                                        "notes": list(dict.fromkeys([*plan.notes, *notes]))})
@@ -128,6 +130,12 @@ class DockerRuntime:
 
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
             list(pool.map(create, nodes))
+        # Wiring needs every node's namespace: one `docker inspect` for all of them.
+        out = docker("inspect", "--format", "{{.State.Pid}}",
+                     *(self.container(node.name) for node in nodes))
+        for node, pid in zip(nodes, out.stdout.split(), strict=True):
+            if int(pid) > 0:
+                self._init_pids[node.name] = int(pid)
 
     def _user_settings(self, node: NodePlan) -> list[str]:
         """The file's env and binds; a user's FRR node shows its sockets at /run/frr, so a
