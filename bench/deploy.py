@@ -35,6 +35,7 @@ from harness.runtime import images, scratch  # noqa: E402
 from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
 from harness.runtime.nsenter import list_netns  # noqa: E402
 from harness.runtime.scratch import scratch_name  # noqa: E402
+from harness.testing.footprint import memory_mib  # noqa: E402
 from harness.topology.augment import augment  # noqa: E402
 from harness.topology.loader import load_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402
@@ -167,17 +168,8 @@ def run_mininet(plan: LabPlan, workdir: Path) -> float | None:
 
 def memory_per_node(lab: Lab) -> tuple[float, float]:
     """(RSS, PSS) in MiB per node, summed over every process the lab's nodes run."""
-    rss = pss = 0
-    for pid in (p for node in lab.node_names for p in lab.runtime.node_processes(node)):
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-        except OSError:
-            continue
-    return rss / 1024 / len(lab.plan.nodes), pss / 1024 / len(lab.plan.nodes)
+    rss, pss = memory_mib([p for node in lab.node_names for p in lab.runtime.node_processes(node)])
+    return rss / len(lab.plan.nodes), pss / len(lab.plan.nodes)
 
 
 def main() -> int:

@@ -46,6 +46,8 @@ STEPS = [
     Step("impair", [PY, "bench/impair.py"], "impairment accuracy and throughput"),
     Step("fib", [PY, "bench/fib.py"], "FIB download through the agent against zebra direct"),
     Step("fpf", [PY, "bench/fpf.py"], "fpf-64 deploy and plane failover"),
+    Step("switch-cost", [PY, "bench/switch_cost.py"],
+         "a SAI switch against a plain FRR router, fpf-mini both ways"),
 ]
 TAIL_LINES = 15
 

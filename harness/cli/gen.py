@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.console import make_console
-from harness.fabrics.fpf import DEFAULT_LEAF_RADIX, FpfParams, render
+from harness.fabrics.fpf import DEFAULT_LEAF_RADIX, SWITCH_KINDS, FpfParams, render
 
 out = make_console(stderr=True)
 
@@ -24,6 +24,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help=f"ports per leaf (default {DEFAULT_LEAF_RADIX})")
     f.add_argument("--host-echo", metavar="INTERVAL",
                    help="BFD echo on host links, e.g. 50ms (default: control packets only)")
+    f.add_argument("--switch-kind", choices=SWITCH_KINDS, default=SWITCH_KINDS[0],
+                   help="sai: FRR over the SAI agent, as FPF switches run (default); frr: "
+                   "plain FRR routers")
     f.add_argument("--name", help="lab name (default fpf-<hosts>h)")
     f.add_argument("-o", "--output", help="write to this file instead of stdout")
     f.set_defaults(run=gen_fpf)
@@ -33,7 +36,7 @@ def gen_fpf(args: argparse.Namespace) -> int:
     text = render(FpfParams(planes=args.planes, leaves_per_plane=args.leaves_per_plane,
                             spines_per_plane=args.spines_per_plane, hosts=args.hosts,
                             leaf_radix=args.leaf_radix, name=args.name,
-                            host_echo=args.host_echo))
+                            host_echo=args.host_echo, switch_kind=args.switch_kind))
     if args.output:
         Path(args.output).write_text(text)
         out.print(f"wrote {args.output}")

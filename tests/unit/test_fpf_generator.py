@@ -94,3 +94,19 @@ def test_cli_writes_a_deployable_file(tmp_path, capsys):
     assert main(["gen", "fpf", "--leaves-per-plane", "1", "--spines-per-plane", "1",
                  "--hosts", "500"]) == 2
     assert "--leaf-radix" in capsys.readouterr().err
+
+
+def test_switches_are_sai_switches_unless_asked_for_plain_routers(tmp_path):
+    assert {n.kind.value for n in plan(MINI).nodes if n.role is not Role.host} == {"sai"}
+    out = tmp_path / "fpf.yml"
+    assert main(["gen", "fpf", "--planes", "2", "--leaves-per-plane", "1",
+                 "--spines-per-plane", "1", "--hosts", "2", "--switch-kind", "frr",
+                 "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "--switch-kind frr" in text.splitlines()[1] and "kind: sai" not in text
+    kinds = {n.role: n.kind.value for n in plan(FpfParams(planes=2, leaves_per_plane=1,
+                                                           spines_per_plane=1, hosts=2,
+                                                           switch_kind="frr")).nodes}
+    assert kinds == {Role.spine: "frr", Role.leaf: "frr", Role.host: "frr"}
+    with pytest.raises(FpfParameterError, match="--switch-kind p4: use sai or frr"):
+        check(FpfParams(switch_kind="p4"))
