@@ -246,8 +246,7 @@ class Sprayer:
 
     def write_state(self) -> None:
         state = {"pid": os.getpid(), "updated": time.time(), "changes": self.changes,
-                 "bfd_down": sorted(f"{'ipv6' if f == 10 else 'ipv4'} plane {p}"
-                                    for f, p in self.bfd_down),
+                 "bfd_down": sorted({plane for _, plane in self.bfd_down}),
                  "last_reaction_ms": self.last_reaction_ms, "nics": self.nic_planes,
                  "switched_ns": self.switched_ns,
                  "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())}}

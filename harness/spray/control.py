@@ -65,6 +65,7 @@ class SprayView:
     spray: dict[str, list[int]]
     last_reaction_ms: float | None
     switched_ns: dict[str, tuple[int, int]]  # dst -> (event, nft switch), CLOCK_MONOTONIC
+    bfd_down: frozenset[int]  # planes whose BFD session (either family) bfdd reports down
 
     def planes_to(self, address: str) -> set[int]:
         return set(self.spray.get(address, ()))
@@ -78,7 +79,8 @@ def read_spray(lab: LabContext, host: str) -> SprayView | None:
     return SprayView(alive=lab.runtime.host_pid(host, state["pid"]) is not None,
                      nics=state["nics"],
                      spray=state["spray"], last_reaction_ms=state["last_reaction_ms"],
-                     switched_ns={d: tuple(t) for d, t in state.get("switched_ns", {}).items()})
+                     switched_ns={d: tuple(t) for d, t in state.get("switched_ns", {}).items()},
+                     bfd_down=frozenset(state.get("bfd_down", ())))
 
 
 def planes_to_hosts(lab: LabContext, host: str) -> dict[str, set[int]]:
@@ -127,7 +129,9 @@ def format_planes(planes: set[int]) -> str:
 
 
 def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
-    """`inspect` columns of a spraying host: its plane NICs and the planes it sprays on."""
+    """`inspect` columns of a spraying host: its plane NICs, the planes it sprays on, and
+    why a plane is out: 'BFD down' (bfdd took it out for every destination) or 'route gone'
+    (zebra has no next hop on it to some destinations: a failure further in the plane)."""
     name = node.name
     nics = nic_planes(lab.plan, node)
     nic_text = f"{len(nics)}x{node.labels.get('nic-speed', '?')}"
@@ -138,9 +142,9 @@ def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
     to_hosts = planes_to_hosts(lab, name)
     everywhere = set.intersection(mine, *to_hosts.values())
     text = f"{len(everywhere)}/{len(mine)} active: {format_planes(everywhere)}"
-    partial = sorted((set().union(*to_hosts.values()) if to_hosts else set()) - everywhere)
-    for plane in partial:
+    for plane in sorted(mine - everywhere):
         reach = sum(1 for planes in to_hosts.values() if plane in planes)
-        text += f"; plane {plane} to {reach}/{len(to_hosts)} hosts"
+        where = f"to {reach}/{len(to_hosts)} hosts" if reach else "out"
+        text += f"; plane {plane} {where}: {'BFD down' if plane in view.bfd_down else 'route gone'}"
     return {"state": "running" if everywhere == mine else "degraded", "nics": nic_text,
             "planes": text}

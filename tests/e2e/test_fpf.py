@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.spray.control import planes_to_hosts, read_spray, wait_spray
+from harness.spray.control import planes_to_hosts, read_spray, spray_status, wait_spray
 from harness.testing import plan_from
 from harness.testing.load import WakeupLateness
 
@@ -43,6 +43,8 @@ def test_plane_down_keeps_the_flow_on_the_other_planes(lab, faults, traffic):
     assert 0 < result.lost < result.sent / 8, result  # only plane 3's share, only briefly
     assert set(result.per_plane_after_outage) == PLANES - {3}
     assert planes_to_hosts(lab, "host1")["host3"] == PLANES - {3}
+    assert spray_status(lab, lab.plan.node("host1"))["planes"] == \
+        "7/8 active: 0-2,4-7; plane 3 out: BFD down"
     fault_ns = faults.history[-1].injected_ns
     view = read_spray(lab, "host1")
     assert view is not None
@@ -76,3 +78,5 @@ def test_leaf_uplink_failure_only_affects_paths_through_it(lab, faults, traffic)
     across = traffic.flow("host1", "host3", count=4_000, rate_pps=RATE)
     assert below_leaf.lost == 0 and set(below_leaf.per_plane) == PLANES, below_leaf
     assert across.lost == 0 and set(across.per_plane) == crossing, across
+    assert spray_status(lab, lab.plan.node("host1"))["planes"] == \
+        "7/8 active: 0-1,3-7; plane 2 to 1/3 hosts: route gone"
