@@ -48,6 +48,8 @@ STEPS = [
     Step("fpf", [PY, "bench/fpf.py"], "fpf-64 deploy and plane failover"),
     Step("switch-cost", [PY, "bench/switch_cost.py"],
          "a SAI switch against a plain FRR router, fpf-mini both ways"),
+    Step("scale", [PY, "bench/scale.py"],
+         "FPF labs of growing size: cost per node, growth exponents, the largest that converges"),
 ]
 TAIL_LINES = 15
 

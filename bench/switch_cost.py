@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.fabrics.fpf import SWITCH_KINDS, FpfParams, plan  # noqa: E402
 from harness.lab import Lab  # noqa: E402
-from harness.testing.footprint import cpu_s, memory_mib  # noqa: E402
+from harness.testing.footprint import footprint  # noqa: E402
 from harness.topology.schema import Role  # noqa: E402
 
 
@@ -34,17 +34,13 @@ def measure(kind: str, idle_s: float) -> dict[str, float]:
         lab.deploy(timeout=300)
         converged = time.monotonic() - start
         switches = [n.name for n in lab.plan.nodes if n.role is not Role.host]
-        pids = [p for s in switches for p in lab.runtime.node_processes(s)]
-        rss, pss = memory_mib(pids)
-        before, t0 = sum(map(cpu_s, pids)), time.monotonic()
-        time.sleep(idle_s)
-        cpu = (sum(map(cpu_s, pids)) - before) / (time.monotonic() - t0)
+        cost = footprint(lab, switches, idle_s)
     finally:
         lab.destroy()
     n = len(switches)
-    return {"deploy and converge (s)": converged, "processes per switch": len(pids) / n,
-            "RSS per switch (MiB)": rss / n, "PSS per switch (MiB)": pss / n,
-            "idle CPU per switch (% of a core)": 100 * cpu / n}
+    return {"deploy and converge (s)": converged, "processes per switch": cost.processes / n,
+            "RSS per switch (MiB)": cost.rss_mib / n, "PSS per switch (MiB)": cost.pss_mib / n,
+            "idle CPU per switch (% of a core)": 100 * cost.cpu_cores / n}
 
 
 def main() -> int:

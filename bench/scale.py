@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""How an FPF lab's cost grows with its size, up to the largest this machine converges.
+
+Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on every session, the
+shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
+prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
+PSS per node, and CPU while the converged lab idles. Then the growth exponent of each (the
+slope of log cost over log nodes between the sizes that converged: 1 is linear). It stops at
+the first size that does not converge within --timeout and prints what stopped it.
+
+    sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64] [--idle 10] [--timeout 240]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness.errors import FabricLabError  # noqa: E402
+from harness.fabrics.fpf import FpfParams, plan  # noqa: E402
+from harness.lab import Lab  # noqa: E402
+from harness.testing.footprint import footprint  # noqa: E402
+
+HOSTS_PER_LEAF = 16  # fpf-64's
+COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node (MiB)",
+           "idle CPU (cores)")
+
+
+def params(hosts: int) -> FpfParams:
+    leaves = max(2, math.ceil(hosts / HOSTS_PER_LEAF))
+    return FpfParams(leaves_per_plane=leaves, spines_per_plane=max(1, leaves // 2),
+                     hosts=hosts, name=f"scale{hosts}")
+
+
+def measure(hosts: int, idle_s: float, timeout: float) -> dict[str, float]:
+    lab = Lab(plan(params(hosts)))
+    start = time.monotonic()
+    try:
+        converged = lab.deploy(timeout=timeout)
+        seconds = time.monotonic() - start
+        cost = footprint(lab, lab.node_names, idle_s)
+    finally:
+        lab.destroy()
+    n = len(lab.plan.nodes)
+    return dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
+                              cost.pss_mib / n, cost.cpu_cores), strict=True))
+
+
+def exponent(sizes: list[float], costs: list[float]) -> float:
+    """Least-squares slope of log(cost) over log(size)."""
+    xs, ys = [math.log(s) for s in sizes], [math.log(c) for c in costs]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return (sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+            / sum((x - mx) ** 2 for x in xs))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    parser.add_argument("--idle", type=float, default=10.0, metavar="S")
+    parser.add_argument("--timeout", type=float, default=240.0, metavar="S")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/scale.py needs root")
+    print(f"{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
+    rows: list[dict[str, float]] = []
+    for hosts in sorted(args.hosts):
+        try:
+            row = measure(hosts, args.idle, args.timeout)
+        except FabricLabError as exc:
+            print(f"{hosts:>6} did not converge within {args.timeout:.0f} s: {exc}")
+            break
+        rows.append(row)
+        print(f"{hosts:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
+    if len(rows) >= 2:
+        nodes = [r["nodes"] for r in rows]
+        print("growth exponent over nodes (1 = linear): " + ", ".join(
+            f"{c} {exponent(nodes, [r[c] for r in rows]):.2f}" for c in COLUMNS[1:]))
+    cores = os.cpu_count() or 1
+    saturated = [r for r in rows if r["idle CPU (cores)"] >= 0.9 * cores]
+    if saturated:
+        print(f"idle CPU reaches {cores} cores (all of them) from {saturated[0]['nodes']:.0f} "
+              "nodes on: its exponent understates the growth, and convergence slows down")
+    if rows:
+        print(f"largest that converged: {rows[-1]['nodes']:.0f} nodes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
