@@ -30,10 +30,10 @@ from harness.deploy.stages import Progress
 from harness.errors import LabError
 from harness.faults import Faults
 from harness.lab import Lab, destroy_lab
-from harness.runtime.processes import namespace_ids, pids_in_namespaces
 from harness.spray.control import spraying_hosts, wait_spray
 from harness.stats import percentile
 from harness.testing import plan_from
+from harness.testing.footprint import memory_mib
 from harness.topology.plan import LabPlan
 from harness.traffic.flow import run_flow
 
@@ -85,18 +85,6 @@ def deploy(plan: LabPlan) -> tuple[Lab, dict[str, float]]:
     wait_spray(lab, timeout=300)
     marks["spraying on all planes"] = time.monotonic()
     return lab, {k: v - start for k, v in marks.items()}
-
-
-def rss_kib(lab: Lab, node: str) -> int:
-    total = 0
-    for pid in pids_in_namespaces(namespace_ids([lab.runtime.netns_path(node)])):
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total
 
 
 def failover_trials(lab: Lab, trials: int) -> list[dict[str, float]]:
@@ -156,13 +144,14 @@ def main() -> int:
             print(f"  {stage:<24} at {at:7.1f} s")
         print(f"  deploy per node: {total / len(plan.nodes) * 1000:.0f} ms = "
               f"{total / len(plan.nodes) / (base_total / len(base_plan.nodes)):.2f}x the baseline")
-        by_role: dict[str, list[int]] = defaultdict(list)
+        by_role: dict[str, list[float]] = defaultdict(list)
         for node in plan.nodes:
-            by_role[node.role.value].append(rss_kib(lab, node.name))
+            rss, _ = memory_mib(lab.runtime.node_processes(node.name))
+            by_role[node.role.value].append(rss)
         for role, values in sorted(by_role.items()):
-            print(f"  RSS per {role:<6} mean {statistics.mean(values) / 1024:6.1f} MiB, "
-                  f"max {max(values) / 1024:6.1f} MiB ({len(values)} nodes)")
-        print(f"  RSS all nodes: {sum(map(sum, by_role.values())) / 1024 / 1024:.2f} GiB "
+            print(f"  RSS per {role:<6} mean {statistics.mean(values):6.1f} MiB, "
+                  f"max {max(values):6.1f} MiB ({len(values)} nodes)")
+        print(f"  RSS all nodes: {sum(map(sum, by_role.values())) / 1024:.2f} GiB "
               "(shared pages counted per process)")
         results = failover_trials(lab, args.trials)
     finally:

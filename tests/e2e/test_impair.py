@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from harness.links.impair.backend import CHOICE_ENV
 from harness.paths import lab_dir, lab_netns_prefix
 from harness.runtime.nsenter import list_netns
 from harness.testing.hoststate import processes_mentioning
+from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
@@ -84,22 +86,14 @@ def base_us(lab: Lab) -> float:
     return one_way_us(lab)
 
 
-# Median lateness of 300 timers of 1 ms in a node, timer slack off: what a wake-up costs on
-# this machine now (a few us on an idle host, far more under load or CPU emulation).
-TIMER_LATENESS = """
-import ctypes, statistics, time
-ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK: 1 ns, as fl-impair runs
-late = []
-for _ in range(300):
-    start = time.monotonic_ns(); time.sleep(0.001)
-    late.append(time.monotonic_ns() - start - 1_000_000)
-print(statistics.median(late) / 1000)
-"""
-
-
 @pytest.fixture(scope="module")
 def lateness_us(lab: Lab) -> float:
-    return float(lab.node("r2").cmd("python3", "-c", TIMER_LATENESS, check=True).stdout)
+    """Median lateness of 1 ms timers over 0.3 s, timer slack off, with the lab running:
+    what a wake-up costs on this machine now (a few us on an idle host, far more under load
+    or CPU emulation)."""
+    with WakeupLateness(period_s=0.001, exact=True) as load:
+        time.sleep(0.3)
+    return load.median_ms * 1000
 
 
 def delay_bound_us(delay_us: float, lateness_us: float) -> float:
