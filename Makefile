@@ -18,7 +18,9 @@ DOCKER_SUITES := tests/e2e/test_clos.py tests/e2e/test_containerlab.py tests/e2e
 
 .PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean
 
-setup: debs $(VENV)/.installed build/fl-impair
+ENGINES := build/fl-impair build/fl-bfd
+
+setup: debs $(VENV)/.installed $(ENGINES)
 
 # Installs only the Debian packages that are missing, so a ready machine pays nothing.
 # Without recommends: mininet's would bring Open vSwitch, which no lab here uses.
@@ -38,6 +40,11 @@ $(VENV)/.installed: pyproject.toml
 
 # The userspace impairment engine; harness/links/impair/engine.py runs this rule on demand too.
 build/fl-impair: harness/links/impair/fl_impair.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
+
+# The BFD offload bfdd hands its sessions to (harness/nodes/bfd/offload.py).
+build/fl-bfd: harness/nodes/bfd/fl_bfd.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
 
@@ -75,7 +82,7 @@ docker: setup
 	  docker info >/dev/null 2>&1 || { echo "dockerd did not start"; exit 1; }; }
 
 # Switch and host images for the docker runtime, from a cached Debian rootfs; no registry.
-images: docker build/fl-impair
+images: docker $(ENGINES)
 	$(PY) images/build.py
 
 bench: setup

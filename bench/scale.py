@@ -8,7 +8,11 @@ PSS per node, and CPU while the converged lab idles. Then the growth exponent of
 slope of log cost over log nodes between the sizes that converged: 1 is linear). It stops at
 the first size that does not converge within --timeout and prints what stopped it.
 
-    sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64] [--idle 10] [--timeout 240]
+With `--bfd offload bfdd` the sizes run once per BFD engine, so each node's fl-bfd is measured
+against bfdd's own packet loop in the same run (harness/nodes/bfd).
+
+    sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64] [--bfd offload bfdd]
+                                         [--idle 10] [--timeout 240]
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.errors import FabricLabError  # noqa: E402
-from harness.fabrics.fpf import FpfParams, plan  # noqa: E402
+from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 from harness.testing.footprint import footprint  # noqa: E402
 
@@ -33,14 +37,14 @@ COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node
            "idle CPU (cores)")
 
 
-def params(hosts: int) -> FpfParams:
+def params(hosts: int, bfd: str) -> FpfParams:
     leaves = max(2, math.ceil(hosts / HOSTS_PER_LEAF))
     return FpfParams(leaves_per_plane=leaves, spines_per_plane=max(1, leaves // 2),
-                     hosts=hosts, name=f"scale{hosts}")
+                     hosts=hosts, name=f"scale{hosts}", bfd=bfd)
 
 
-def measure(hosts: int, idle_s: float, timeout: float) -> dict[str, float]:
-    lab = Lab(plan(params(hosts)))
+def measure(hosts: int, bfd: str, idle_s: float, timeout: float) -> dict[str, float]:
+    lab = Lab(plan(params(hosts, bfd)))
     start = time.monotonic()
     try:
         converged = lab.deploy(timeout=timeout)
@@ -61,24 +65,17 @@ def exponent(sizes: list[float], costs: list[float]) -> float:
             / sum((x - mx) ** 2 for x in xs))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
-    parser.add_argument("--idle", type=float, default=10.0, metavar="S")
-    parser.add_argument("--timeout", type=float, default=240.0, metavar="S")
-    args = parser.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench/scale.py needs root")
-    print(f"{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
+def run_sizes(hosts: list[int], bfd: str, idle_s: float, timeout: float) -> None:
+    print(f"BFD in {bfd}:\n{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
     rows: list[dict[str, float]] = []
-    for hosts in sorted(args.hosts):
+    for n in sorted(hosts):
         try:
-            row = measure(hosts, args.idle, args.timeout)
+            row = measure(n, bfd, idle_s, timeout)
         except FabricLabError as exc:
-            print(f"{hosts:>6} did not converge within {args.timeout:.0f} s: {exc}")
+            print(f"{n:>6} did not converge within {timeout:.0f} s: {exc}")
             break
         rows.append(row)
-        print(f"{hosts:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
+        print(f"{n:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
     if len(rows) >= 2:
         nodes = [r["nodes"] for r in rows]
         print("growth exponent over nodes (1 = linear): " + ", ".join(
@@ -90,6 +87,19 @@ def main() -> int:
               "nodes on: its exponent understates the growth, and convergence slows down")
     if rows:
         print(f"largest that converged: {rows[-1]['nodes']:.0f} nodes")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    parser.add_argument("--bfd", choices=BFD_ENGINES, nargs="+", default=[BFD_ENGINES[0]])
+    parser.add_argument("--idle", type=float, default=10.0, metavar="S")
+    parser.add_argument("--timeout", type=float, default=240.0, metavar="S")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/scale.py needs root")
+    for bfd in args.bfd:
+        run_sizes(args.hosts, bfd, args.idle, args.timeout)
     return 0
 
 

@@ -27,7 +27,8 @@ import pyroute2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.build import REPO, built
-from harness.links.impair.engine import ENGINE
+from harness.links.impair.engine import ENGINE as IMPAIR_ENGINE
+from harness.nodes.bfd.offload import ENGINE as BFD_ENGINE
 from harness.runtime.images import IMAGES, REPOSITORY, source_hash
 
 SUITE = "bookworm"
@@ -82,14 +83,15 @@ def docker(*argv: str) -> str:
 
 
 def project_layer(context: Path) -> None:
-    """The code nodes run (agent, sprayer, traffic), its pyroute2, and the impairment engine."""
+    """The code nodes run (agent, sprayer, traffic), its pyroute2, and the C engines."""
     lib, bin_dir = context / "lib", context / "bin"
     shutil.copytree(REPO / "harness", lib / "harness",
                     ignore=shutil.ignore_patterns("__pycache__", "*.c", "templates"))
     shutil.copytree(Path(pyroute2.__file__).parent, lib / "pyroute2",
                     ignore=shutil.ignore_patterns("__pycache__"))
     bin_dir.mkdir()
-    shutil.copy2(built(ENGINE), bin_dir / ENGINE)
+    for engine in (IMPAIR_ENGINE, BFD_ENGINE):
+        shutil.copy2(built(engine), bin_dir / engine)
     shutil.copy2(REPO / "images" / "Dockerfile", context / "Dockerfile")
 
 

@@ -45,7 +45,10 @@ class LabContext:
         return self.dir / "nodes" / name
 
     def frr(self, name: str) -> Frr:
-        return Frr(self.node(name), self.node_dir(name), frr_pathspace(self.plan.name, name))
+        node = self.node(name)
+        offload = bool(self.plan.bfd and self.plan.bfd.offload and not node.plan.user_configured)
+        return Frr(node, self.node_dir(name), frr_pathspace(self.plan.name, name),
+                   offload_bfd=offload)
 
     def kind(self, name: str) -> NodeKind:
         """The node's kind, resolved once per context (see harness/nodes/kind.py)."""

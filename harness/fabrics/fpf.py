@@ -23,6 +23,7 @@ from harness.topology.units import parse_duration_us
 NIC_SPEED = "100G"  # nominal per-plane NIC speed (emulated links are not rate limited)
 DEFAULT_LEAF_RADIX = 64
 SWITCH_KINDS = (Kind.sai.value, Kind.frr.value)
+BFD_ENGINES = ("offload", "bfdd")  # where sessions run: each node's fl-bfd, or bfdd itself
 BFD = {"interval": "100ms", "multiplier": 3}  # a silent plane is found within 300 ms
 
 
@@ -44,6 +45,7 @@ class FpfParams:
     # Switches are SAI switches (FRR -> FPM -> agent -> SAI -> kernel), as FPF's are; "frr"
     # makes them plain routers, whose zebra programs the kernel itself.
     switch_kind: str = Kind.sai.value
+    bfd: str = BFD_ENGINES[0]
 
     @property
     def hosts_per_leaf(self) -> int:
@@ -124,7 +126,8 @@ def generate(p: FpfParams) -> dict[str, Any]:
             links.append({"endpoints": [f"{host_name(h)}:{plane_nic(plane)}",
                                         f"{leaf_name(plane, leaf)}:"
                                         f"eth{p.spines_per_plane + port + 1}"]})
-    bfd = {**BFD, **({"host_echo": p.host_echo} if p.host_echo else {})}
+    bfd = {**BFD, **({"host_echo": p.host_echo} if p.host_echo else {}),
+           **({"offload": False} if p.bfd == "bfdd" else {})}
     return {"name": p.lab_name, "bgp": {"bfd": bfd},
             "topology": {"defaults": {"kind": "frr"}, "nodes": nodes, "links": links}}
 
@@ -136,6 +139,7 @@ def render(p: FpfParams) -> str:
             f"{p.leaves_per_plane} --spines-per-plane {p.spines_per_plane} --hosts {p.hosts}"
             f"{f' --host-echo {p.host_echo}' if p.host_echo else ''}"
             f"{f' --switch-kind {p.switch_kind}' if p.switch_kind != Kind.sai.value else ''}"
+            f"{f' --bfd {p.bfd}' if p.bfd != BFD_ENGINES[0] else ''}"
             f"{f' --name {p.name}' if p.name else ''}\n")
     return head + dump_yaml(generate(p))
 

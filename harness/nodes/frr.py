@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
+from harness.nodes.bfd.offload import ENGINE, bfdd_args, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
@@ -45,11 +46,13 @@ def frr_leftovers(lab: str) -> list[Path]:
 
 
 class Frr:
-    def __init__(self, node: Node, workdir: Path, pathspace: str) -> None:
+    def __init__(self, node: Node, workdir: Path, pathspace: str, *,
+                 offload_bfd: bool = False) -> None:
         self.node = node
         self.workdir = workdir
         self.pathspace = pathspace
         self.daemons = tuple(node.plan.daemons or DAEMONS)  # zebra first
+        self.offload_bfd = offload_bfd and "bfdd" in self.daemons
 
     @property
     def run_dir(self) -> Path:
@@ -118,8 +121,12 @@ class Frr:
         journal.path_outside_lab(FRR_STATE / self.pathspace)
         self._start_daemon("zebra", journal, zebra_args)
         self._wait_for(self.run_dir / "zserv.api")
+        if self.offload_bfd:
+            start_engine(self.node, self.run_dir, self.log_dir / f"{ENGINE}.log")
         for daemon in self.daemons[1:]:
-            self._start_daemon(daemon, journal)
+            self._start_daemon(daemon, journal,
+                               bfdd_args(self.run_dir) if daemon == "bfdd" and self.offload_bfd
+                               else ())
         for daemon in self.daemons:
             self._wait_for(self.run_dir / f"{daemon}.vty")
         out = self._vtysh_process(["-f", str(self.config_file)])

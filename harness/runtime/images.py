@@ -23,8 +23,7 @@ REPOSITORY = "fabric-lab"
 IMAGES = ("switch", "host")
 SOURCE_LABEL = "fabric-lab.source"
 # What an image carries from the checkout: the code run inside nodes and the image recipe.
-SOURCES = ("harness/**/*.py", "harness/links/impair/fl_impair.c", "images/*/packages",
-           "images/Dockerfile")
+SOURCES = ("harness/**/*.py", "harness/**/*.c", "images/*/packages", "images/Dockerfile")
 
 
 @cache

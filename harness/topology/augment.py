@@ -147,7 +147,8 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         keepalive=spec.bgp.keepalive, hold=spec.bgp.hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
-                    host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None)
+                    host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
+                    offload=bfd.offload)
         if bfd else None)
 
 

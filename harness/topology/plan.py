@@ -121,6 +121,7 @@ class BfdPlan(_Plain):
     interval_ms: int
     multiplier: int
     host_echo_ms: int | None = None
+    offload: bool = True  # sessions in fl-bfd, not bfdd's packet loop (harness/nodes/bfd)
 
 
 class LabPlan(_Plain):

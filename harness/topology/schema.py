@@ -193,6 +193,9 @@ class Bfd(_Strict):
     host_echo: DurationUs | None = Field(
         None, description="BFD echo interval on host-leaf sessions: the host checks its leaf's "
         "forwarding path every so often and gives up after `multiplier` misses")
+    offload: bool = Field(
+        True, description="run the sessions in each node's BFD offload (fl-bfd: one wake-up "
+        "per tick for all sessions) rather than in bfdd's own packet loop (a wake-up per packet)")
 
 
 class BgpSettings(_Strict):

@@ -1,0 +1,841 @@
+/* fl-bfd: a node's BFD data plane, the offload bfdd hands its packet work to.
+ *
+ * bfdd (FRR) started with `--dplaneaddr unix:SOCKET` keeps BFD's configuration, its clients
+ * (bgpd, staticd) and its CLI, and sends every session to the data plane that connects to
+ * SOCKET (FRR's BFD data-plane protocol, bfdd/bfddp_packet.h, version 1). This program is
+ * that data plane, as a switch ASIC's BFD offload is: it sends and receives the control
+ * packets (RFC 5880 asynchronous mode, RFC 5881 single hop, RFC 5883 multihop) and the echo
+ * packets (IPv4, looped through the peer's forwarding plane), runs each session's state
+ * machine and detection timers, and reports every state change back to bfdd, which tells its
+ * clients as it always does.
+ *
+ * Why: bfdd wakes for every packet and timer of every session; a lab of a hundred nodes with
+ * BFD at 100 ms spends its cores there. This engine wakes once per tick (a fraction of the
+ * shortest interval, at least 1 ms) for all its sessions: it drains every socket, expires
+ * detection timers, then sends what is due. The tick adds at most one tick to detection and
+ * to answering a Poll, and is printed at start.
+ *
+ *   fl-bfd SOCKET [tick_us]
+ *
+ * bfdd listens on SOCKET; the engine connects, retrying every 100 ms, and connects again when
+ * bfdd restarts (bfdd then sends its sessions anew). A state change is logged on stdout.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <linux/filter.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DP_VERSION 1
+#define SINGLE_HOP_PORT 3784
+#define ECHO_PORT 3785
+#define MULTI_HOP_PORT 4784
+#define SOURCE_PORT_FIRST 49152
+#define SOURCE_PORT_LAST 65535
+#define SLOW_TX_US 1000000u       /* RFC 5880 6.8.3: at least 1 s while the session is not Up */
+#define MAX_SESSIONS 4096
+#define RECONNECT_NS 100000000LL
+#define TICK_MIN_US 1000u
+#define TICK_MAX_US 20000u
+#define CONTROL_LEN 24
+#define ECHO_LEN 24
+
+enum { ECHO_REQUEST, ECHO_REPLY, DP_ADD_SESSION, DP_DELETE_SESSION, BFD_STATE_CHANGE,
+       DP_REQUEST_SESSION_COUNTERS, BFD_SESSION_COUNTERS };
+enum { SESSION_MULTIHOP = 1, SESSION_DEMAND = 2, SESSION_CBIT = 4, SESSION_ECHO = 8,
+       SESSION_IPV6 = 16, SESSION_PASSIVE = 32, SESSION_SHUTDOWN = 64 };
+enum { ADMIN_DOWN, DOWN, INIT, UP };
+enum { DIAG_NONE, DIAG_DETECT_EXPIRED, DIAG_ECHO_FAILED, DIAG_NEIGHBOR_DOWN,
+       DIAG_ADMIN_DOWN = 7 };
+enum { BIT_POLL = 0x20, BIT_FINAL = 0x10, BIT_CPI = 0x08, BIT_AUTH = 0x04, BIT_DEMAND = 0x02,
+       BIT_MULTIPOINT = 0x01 };
+static const char *STATE[] = {"AdminDown", "Down", "Init", "Up"};
+
+struct dp_header { uint8_t version, zero; uint16_t type, id, length; } __attribute__((packed));
+
+struct dp_session {                /* DP_ADD_SESSION / DP_DELETE_SESSION */
+    uint32_t flags;
+    struct in6_addr src, dst;
+    uint32_t lid, min_tx, min_rx, min_echo_tx, min_echo_rx, hold_time;
+    uint8_t ttl, detect_mult;
+    uint16_t zero;
+    uint32_t ifindex;
+    char ifname[64];
+} __attribute__((packed));
+
+struct dp_state_change {
+    uint32_t lid, rid, remote_flags, desired_tx, required_rx, required_echo_rx;
+    uint8_t state, diagnostics, detection_multiplier, pad;
+} __attribute__((packed));
+
+struct dp_counters {               /* not packed in bfdd: the counters are 8-byte aligned */
+    uint32_t lid, pad;
+    uint64_t ctl_in_bytes, ctl_in_pkts, ctl_out_bytes, ctl_out_pkts;
+    uint64_t echo_in_bytes, echo_in_pkts, echo_out_bytes, echo_out_pkts;
+} __attribute__((packed));
+
+struct control {                  /* RFC 5880 4.1, network byte order */
+    uint8_t version_diag, state_bits, detect_mult, length;
+    uint32_t my_discr, your_discr, desired_tx, required_rx, required_echo_rx;
+} __attribute__((packed));
+
+struct echo {                     /* as bfdd's own echo packets */
+    uint8_t version, length;
+    uint16_t reserved;
+    uint32_t my_discr;
+    uint64_t sent_sec, sent_usec;
+} __attribute__((packed));
+
+struct session {
+    int used;
+    struct dp_session cfg;        /* host byte order, as bfdd last sent it */
+    int family;
+    uint8_t state, diag;          /* local */
+    uint32_t rid;                 /* remote discriminator */
+    uint8_t rstate, rdiag, rmult, rflags;
+    uint32_t r_desired_tx, r_required_rx, r_required_echo_rx;
+    int poll, final;              /* Poll sequence running; a Final owed to the peer */
+    int64_t next_tx, detect_at, next_echo, echo_detect_at;  /* ns, 0 = not armed */
+    int sock, echo_sock;
+    uint32_t self4;               /* our IPv4 address on the session: echo goes to it */
+    unsigned char peer_mac[ETH_ALEN];
+    int peer_mac_known;
+    uint64_t ctl_in[2], ctl_out[2], echo_in[2], echo_out[2];  /* packets, bytes */
+};
+
+static struct session sessions[MAX_SESSIONS];
+static int nsessions;
+static int dplane = -1;
+static int rx_socks[4] = {-1, -1, -1, -1};
+static int64_t tick_ns;
+static unsigned next_port = SOURCE_PORT_FIRST;
+static volatile sig_atomic_t stop;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static const char *peer_str(const struct session *s, char *buf, size_t len) {
+    inet_ntop(s->family, s->family == AF_INET6 ? (const void *)&s->cfg.dst
+              : (const void *)&s->cfg.dst.s6_addr32[0], buf, (socklen_t)len);
+    return buf;
+}
+
+static struct session *by_lid(uint32_t lid) {
+    for (int i = 0; i < nsessions; i++)
+        if (sessions[i].used && sessions[i].cfg.lid == lid)
+            return &sessions[i];
+    return NULL;
+}
+
+/* -- the data-plane protocol with bfdd ------------------------------------------------------ */
+
+static void dp_send(uint16_t type, uint16_t id, const void *payload, size_t len) {
+    unsigned char buf[512];
+    struct dp_header h = {DP_VERSION, 0, htons(type), htons(id),
+                          htons((uint16_t)(sizeof(h) + len))};
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + sizeof(h), payload, len);
+    if (dplane >= 0 && send(dplane, buf, sizeof(h) + len, MSG_NOSIGNAL) < 0)
+        fprintf(stderr, "fl-bfd: write to bfdd: %s\n", strerror(errno));
+}
+
+static void report(struct session *s) {
+    struct dp_state_change c = {
+        htonl(s->cfg.lid), htonl(s->rid),
+        htonl((s->rflags & BIT_CPI ? 1 : 0) | (s->rflags & BIT_DEMAND ? 2 : 0)),
+        htonl(s->r_desired_tx), htonl(s->r_required_rx), htonl(s->r_required_echo_rx),
+        s->state, s->rdiag, s->rmult, 0};
+    dp_send(BFD_STATE_CHANGE, 0, &c, sizeof(c));
+}
+
+/* -- sessions -------------------------------------------------------------------------------- */
+
+static int single_hop(const struct session *s) { return !(s->cfg.flags & SESSION_MULTIHOP); }
+
+static uint32_t advertised_tx(const struct session *s) {
+    return s->state == UP || s->cfg.min_tx > SLOW_TX_US ? s->cfg.min_tx : SLOW_TX_US;
+}
+
+static int echo_active(const struct session *s) {
+    return (s->cfg.flags & SESSION_ECHO) && s->family == AF_INET && single_hop(s)
+           && s->state == UP && s->cfg.min_echo_tx && s->r_required_echo_rx && s->echo_sock >= 0;
+}
+
+static int64_t tx_interval_ns(const struct session *s) {
+    uint32_t us = advertised_tx(s);
+    if (s->r_required_rx > us)
+        us = s->r_required_rx;
+    /* RFC 5880 6.8.7: 0-25% jitter below the interval (10-25% with a multiplier of 1). */
+    double cut = (s->cfg.detect_mult == 1 ? 0.10 : 0.0) + drand48() * 0.25;
+    if (cut > 0.25)
+        cut = 0.25;
+    return (int64_t)(us * (1.0 - cut) * 1000.0);
+}
+
+static int64_t detect_ns(const struct session *s) {
+    uint32_t us = s->cfg.min_rx > s->r_desired_tx ? s->cfg.min_rx : s->r_desired_tx;
+    return (int64_t)s->rmult * us * 1000LL;
+}
+
+static int64_t echo_interval_ns(const struct session *s) {
+    uint32_t us = s->cfg.min_echo_tx > s->r_required_echo_rx ? s->cfg.min_echo_tx
+                                                              : s->r_required_echo_rx;
+    return (int64_t)us * 1000LL;
+}
+
+static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t now) {
+    char peer[INET6_ADDRSTRLEN];
+    if (s->state == state)
+        return;
+    printf("session %" PRIu32 " peer %s %s: %s -> %s (diag %u)\n", s->cfg.lid,
+           peer_str(s, peer, sizeof(peer)), s->cfg.ifname, STATE[s->state], STATE[state], diag);
+    fflush(stdout);
+    int was_up = s->state == UP;
+    s->state = state;
+    s->diag = diag;
+    if (state == UP || was_up)
+        s->poll = 1;  /* the advertised transmit interval changes: tell the peer (6.8.3) */
+    if (state != UP)
+        s->next_echo = s->echo_detect_at = 0;
+    if (state == DOWN || state == ADMIN_DOWN) {
+        s->detect_at = 0;
+        if (state == ADMIN_DOWN || diag == DIAG_DETECT_EXPIRED)
+            s->rid = 0;
+    }
+    s->next_tx = now;  /* a state change goes out at once */
+    report(s);
+}
+
+/* The session's socket: bound to a source port of its own (and to its interface on a single
+ * hop), connected to the peer; it also tells the session its own IPv4 address. */
+static int open_tx_socket(struct session *s) {
+    int fd = socket(s->family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int ttl = 255;
+    if (s->family == AF_INET)
+        setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+    else
+        setsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &ttl, sizeof(ttl));
+    if (single_hop(s) && s->cfg.ifname[0]
+        && setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, s->cfg.ifname,
+                      (socklen_t)strlen(s->cfg.ifname)) < 0)
+        goto fail;
+    struct sockaddr_storage local = {0}, peer = {0};
+    socklen_t len;
+    uint16_t dport = htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT);
+    if (s->family == AF_INET) {
+        struct sockaddr_in *l = (void *)&local, *p = (void *)&peer;
+        l->sin_family = p->sin_family = AF_INET;
+        memcpy(&l->sin_addr, &s->cfg.src.s6_addr32[0], 4);
+        memcpy(&p->sin_addr, &s->cfg.dst.s6_addr32[0], 4);
+        p->sin_port = dport;
+        len = sizeof(*l);
+    } else {
+        struct sockaddr_in6 *l = (void *)&local, *p = (void *)&peer;
+        l->sin6_family = p->sin6_family = AF_INET6;
+        l->sin6_addr = s->cfg.src;
+        p->sin6_addr = s->cfg.dst;
+        if (IN6_IS_ADDR_LINKLOCAL(&p->sin6_addr))
+            l->sin6_scope_id = p->sin6_scope_id = s->cfg.ifindex;
+        p->sin6_port = dport;
+        len = sizeof(*l);
+    }
+    /* RFC 5881 4: a source port in 49152-65535, unique per session. */
+    for (unsigned tries = 0; tries <= SOURCE_PORT_LAST - SOURCE_PORT_FIRST; tries++) {
+        unsigned port = next_port++;
+        if (next_port > SOURCE_PORT_LAST)
+            next_port = SOURCE_PORT_FIRST;
+        ((struct sockaddr_in *)&local)->sin_port = htons((uint16_t)port);
+        if (bind(fd, (struct sockaddr *)&local, len) == 0)
+            break;
+        if (errno != EADDRINUSE)
+            goto fail;
+    }
+    if (connect(fd, (struct sockaddr *)&peer, len) < 0)
+        goto fail;
+    struct sockaddr_in bound;  /* the source the kernel chose when bfdd named none */
+    socklen_t blen = sizeof(bound);
+    if (s->family == AF_INET && getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        s->self4 = bound.sin_addr.s_addr;
+    return fd;
+fail:
+    close(fd);
+    return -1;
+}
+
+/* bfdd names no interface for a session a client (bgpd) created with addresses only; a single
+ * hop's interface is the one holding our own address, and echo needs to know it. */
+static void learn_interface(struct session *s) {
+    struct ifaddrs *all, *a;
+    if (s->cfg.ifindex || !single_hop(s) || getifaddrs(&all) < 0)
+        return;
+    for (a = all; a; a = a->ifa_next) {
+        if (!a->ifa_addr || a->ifa_addr->sa_family != s->family)
+            continue;
+        int match = s->family == AF_INET
+            ? ((struct sockaddr_in *)a->ifa_addr)->sin_addr.s_addr == s->self4
+            : !memcmp(&((struct sockaddr_in6 *)a->ifa_addr)->sin6_addr, &s->cfg.src, 16);
+        if (match) {
+            snprintf(s->cfg.ifname, sizeof(s->cfg.ifname), "%s", a->ifa_name);
+            s->cfg.ifindex = if_nametoindex(a->ifa_name);
+            break;
+        }
+    }
+    freeifaddrs(all);
+}
+
+/* Echo packets are sent to our own address through the peer's MAC, so they come back only
+ * if the peer forwards them: a packet socket sends them and, with a filter for UDP to the echo
+ * port, takes them back before the IP layer (which drops a packet with our own source). */
+static int open_echo_socket(const struct session *s) {
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),                 /* protocol */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, 6),
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6),                 /* fragment offset */
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 4, 0),
+        BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0),                /* header length */
+        BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),                 /* UDP destination port */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ECHO_PORT, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0xffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = {sizeof(code) / sizeof(code[0]), code};
+    int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_IP));
+    if (fd < 0)
+        return -1;
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+                             .sll_ifindex = (int)s->cfg.ifindex};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0
+        || bind(fd, (struct sockaddr *)&ll, sizeof(ll)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The echo socket once the session's interface is known (bfdd may not name it). */
+static void prepare_echo(struct session *s) {
+    if (!(s->cfg.flags & SESSION_ECHO) || s->family != AF_INET || s->echo_sock >= 0)
+        return;
+    learn_interface(s);
+    if (s->cfg.ifindex)
+        s->echo_sock = open_echo_socket(s);
+}
+
+static void close_session(struct session *s) {
+    if (s->sock >= 0)
+        close(s->sock);
+    if (s->echo_sock >= 0)
+        close(s->echo_sock);
+    s->used = 0;
+}
+
+static void add_session(const struct dp_session *wire, int64_t now) {
+    struct dp_session c = *wire;
+    c.flags = ntohl(c.flags);
+    c.lid = ntohl(c.lid);
+    c.min_tx = ntohl(c.min_tx);
+    c.min_rx = ntohl(c.min_rx);
+    c.min_echo_tx = ntohl(c.min_echo_tx);
+    c.min_echo_rx = ntohl(c.min_echo_rx);
+    c.hold_time = ntohl(c.hold_time);
+    c.ifindex = ntohl(c.ifindex);
+    c.ifname[sizeof(c.ifname) - 1] = 0;
+    struct session *s = by_lid(c.lid);
+    if (s) {  /* an update: new timers or flags on a running session */
+        int timers = s->cfg.min_tx != c.min_tx || s->cfg.min_rx != c.min_rx
+                     || s->cfg.min_echo_rx != c.min_echo_rx;
+        int shutdown = c.flags & SESSION_SHUTDOWN, was = s->cfg.flags & SESSION_SHUTDOWN;
+        if (!c.ifindex) {  /* keep the interface learned from our own address */
+            c.ifindex = s->cfg.ifindex;
+            memcpy(c.ifname, s->cfg.ifname, sizeof(c.ifname));
+        }
+        s->cfg = c;
+        if (timers && s->state == UP)
+            s->poll = 1;
+        if (shutdown && !was)
+            set_state(s, ADMIN_DOWN, DIAG_ADMIN_DOWN, now);
+        else if (!shutdown && was)
+            set_state(s, DOWN, DIAG_NONE, now);
+        prepare_echo(s);
+        return;
+    }
+    for (int i = 0; i < MAX_SESSIONS && !s; i++)
+        if (!sessions[i].used)
+            s = &sessions[i];
+    if (!s) {
+        fprintf(stderr, "fl-bfd: more than %d sessions; session %" PRIu32 " not run\n",
+                MAX_SESSIONS, c.lid);
+        return;
+    }
+    if (s - sessions >= nsessions)
+        nsessions = (int)(s - sessions) + 1;
+    memset(s, 0, sizeof(*s));
+    s->used = 1;
+    s->cfg = c;
+    s->family = c.flags & SESSION_IPV6 ? AF_INET6 : AF_INET;
+    s->state = c.flags & SESSION_SHUTDOWN ? ADMIN_DOWN : DOWN;
+    s->rmult = c.detect_mult;
+    s->r_required_rx = 1;  /* RFC 5880 6.8.1: until the peer says otherwise */
+    s->echo_sock = -1;
+    s->sock = open_tx_socket(s);
+    prepare_echo(s);
+    s->next_tx = now + (int64_t)c.hold_time * 1000000LL;
+}
+
+static void delete_session(const struct dp_session *wire) {
+    struct session *s = by_lid(ntohl(wire->lid));
+    if (s)
+        close_session(s);
+}
+
+static void send_counters(uint16_t id, uint32_t lid_be) {
+    struct dp_counters c = {.lid = lid_be};
+    struct session *s = by_lid(ntohl(lid_be));
+    if (s) {
+        c.ctl_in_pkts = htobe64(s->ctl_in[0]);
+        c.ctl_in_bytes = htobe64(s->ctl_in[1]);
+        c.ctl_out_pkts = htobe64(s->ctl_out[0]);
+        c.ctl_out_bytes = htobe64(s->ctl_out[1]);
+        c.echo_in_pkts = htobe64(s->echo_in[0]);
+        c.echo_in_bytes = htobe64(s->echo_in[1]);
+        c.echo_out_pkts = htobe64(s->echo_out[0]);
+        c.echo_out_bytes = htobe64(s->echo_out[1]);
+    }
+    dp_send(BFD_SESSION_COUNTERS, id, &c, sizeof(c));
+}
+
+static unsigned char inbuf[65536];
+static size_t inlen;
+
+/* Reads what bfdd sent; 0 when the connection is gone. */
+static int dp_read(int64_t now) {
+    ssize_t n = recv(dplane, inbuf + inlen, sizeof(inbuf) - inlen, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        return 0;
+    if (n > 0)
+        inlen += (size_t)n;
+    size_t off = 0;
+    while (inlen - off >= sizeof(struct dp_header)) {
+        struct dp_header h;
+        memcpy(&h, inbuf + off, sizeof(h));
+        size_t len = ntohs(h.length);
+        if (len < sizeof(h) || h.version != DP_VERSION) {
+            fprintf(stderr, "fl-bfd: bad message from bfdd (version %u, length %zu)\n",
+                    h.version, len);
+            return 0;
+        }
+        if (inlen - off < len)
+            break;
+        const unsigned char *body = inbuf + off + sizeof(h);
+        size_t blen = len - sizeof(h);
+        uint16_t type = ntohs(h.type);
+        if ((type == DP_ADD_SESSION || type == DP_DELETE_SESSION)
+            && blen >= sizeof(struct dp_session)) {
+            struct dp_session wire;
+            memcpy(&wire, body, sizeof(wire));
+            if (type == DP_ADD_SESSION)
+                add_session(&wire, now);
+            else
+                delete_session(&wire);
+        } else if (type == DP_REQUEST_SESSION_COUNTERS && blen >= 4) {
+            uint32_t lid;
+            memcpy(&lid, body, 4);
+            send_counters(ntohs(h.id), lid);
+        }
+        off += len;
+    }
+    memmove(inbuf, inbuf + off, inlen - off);
+    inlen -= off;
+    return 1;
+}
+
+static void dp_drop(void) {
+    for (int i = 0; i < nsessions; i++)
+        if (sessions[i].used)
+            close_session(&sessions[i]);
+    nsessions = 0;
+    close(dplane);
+    dplane = -1;
+    inlen = 0;
+}
+
+static void dp_connect(const char *path) {
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct timeval tv = {1, 0};  /* a stalled bfdd does not stall the packets for long */
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    dplane = fd;
+    printf("connected to bfdd at %s\n", path);
+    fflush(stdout);
+}
+
+/* -- packets --------------------------------------------------------------------------------- */
+
+static void send_control(struct session *s) {
+    if (s->sock < 0 && (s->sock = open_tx_socket(s)) < 0)
+        return;
+    prepare_echo(s);
+    struct control c = {
+        (1 << 5) | (s->diag & 0x1f),
+        (uint8_t)(s->state << 6) | (s->final ? BIT_FINAL : (s->poll ? BIT_POLL : 0))
+            | (s->cfg.flags & SESSION_CBIT ? BIT_CPI : 0),
+        s->cfg.detect_mult, CONTROL_LEN, htonl(s->cfg.lid), htonl(s->rid),
+        htonl(advertised_tx(s)), htonl(s->cfg.min_rx),
+        htonl(s->cfg.flags & SESSION_ECHO ? s->cfg.min_echo_rx : 0)};
+    if (send(s->sock, &c, sizeof(c), 0) == (ssize_t)sizeof(c)) {
+        s->ctl_out[0]++;
+        s->ctl_out[1] += sizeof(c);
+        s->final = 0;
+    } else if (errno != EAGAIN && errno != ENOBUFS) {
+        close(s->sock);  /* e.g. the address went away: open again next time */
+        s->sock = -1;
+    }
+}
+
+static int learn_peer_mac(struct session *s) {
+    struct arpreq req = {0};
+    struct sockaddr_in *pa = (void *)&req.arp_pa;
+    pa->sin_family = AF_INET;
+    memcpy(&pa->sin_addr, &s->cfg.dst.s6_addr32[0], 4);
+    snprintf(req.arp_dev, sizeof(req.arp_dev), "%s", s->cfg.ifname);
+    if (ioctl(s->sock, SIOCGARP, &req) < 0 || !(req.arp_flags & ATF_COM))
+        return 0;
+    memcpy(s->peer_mac, req.arp_ha.sa_data, ETH_ALEN);
+    return s->peer_mac_known = 1;
+}
+
+static uint16_t ip_checksum(const void *data, size_t len) {
+    const uint16_t *w = data;
+    uint32_t sum = 0;
+    for (; len > 1; len -= 2)
+        sum += *w++;
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+static void send_echo(struct session *s) {
+    if (!s->self4 || (!s->peer_mac_known && !learn_peer_mac(s)))
+        return;
+    struct {
+        struct iphdr ip;
+        struct udphdr udp;
+        struct echo echo;
+    } __attribute__((packed)) p = {0};
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint32_t self = s->self4;
+    p.ip.version = 4;
+    p.ip.ihl = 5;
+    p.ip.tos = 0xc0;  /* network control, as bfdd sends */
+    p.ip.tot_len = htons(sizeof(p));
+    p.ip.ttl = 255;
+    p.ip.protocol = IPPROTO_UDP;
+    p.ip.saddr = p.ip.daddr = self;
+    p.ip.check = ip_checksum(&p.ip, sizeof(p.ip));
+    p.udp.source = htons(ECHO_PORT);
+    p.udp.dest = htons(ECHO_PORT);
+    p.udp.len = htons(sizeof(p.udp) + sizeof(p.echo));
+    p.echo.version = 1;
+    p.echo.length = ECHO_LEN;
+    p.echo.my_discr = htonl(s->cfg.lid);
+    p.echo.sent_sec = htobe64((uint64_t)ts.tv_sec);
+    p.echo.sent_usec = htobe64((uint64_t)ts.tv_nsec / 1000);
+    struct sockaddr_ll to = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+                             .sll_ifindex = (int)s->cfg.ifindex, .sll_halen = ETH_ALEN};
+    memcpy(to.sll_addr, s->peer_mac, ETH_ALEN);
+    if (sendto(s->echo_sock, &p, sizeof(p), 0, (struct sockaddr *)&to, sizeof(to)) > 0) {
+        s->echo_out[0]++;
+        s->echo_out[1] += sizeof(p);
+    }
+}
+
+static void drain_echo(struct session *s, int64_t now) {
+    unsigned char buf[256];
+    struct sockaddr_ll from;
+    for (;;) {
+        socklen_t fl = sizeof(from);
+        ssize_t n = recvfrom(s->echo_sock, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+        if (n < 0)
+            return;
+        if (from.sll_pkttype == PACKET_OUTGOING || n < (ssize_t)(sizeof(struct iphdr) + 8 + 8))
+            continue;
+        const struct iphdr *ip = (const void *)buf;
+        size_t hl = (size_t)ip->ihl * 4;
+        uint32_t self = s->self4;
+        if (!self || ip->saddr != self || ip->daddr != self || (size_t)n < hl + 8 + 8)
+            continue;
+        struct echo e;
+        memcpy(&e, buf + hl + 8, 8);
+        if (ntohl(e.my_discr) != s->cfg.lid)
+            continue;
+        s->echo_in[0]++;
+        s->echo_in[1] += (uint64_t)n;
+        if (echo_active(s))
+            s->echo_detect_at = now + s->cfg.detect_mult * echo_interval_ns(s);
+    }
+}
+
+static void receive_control(const struct control *c, const struct in6_addr *peer, int family,
+                            uint32_t ifindex, int ttl, int multihop, int64_t now) {
+    if (c->version_diag >> 5 != 1 || c->length < CONTROL_LEN || c->detect_mult == 0
+        || (c->state_bits & BIT_MULTIPOINT) || c->my_discr == 0)
+        return;
+    struct session *s = NULL;
+    if (c->your_discr)
+        s = by_lid(ntohl(c->your_discr));
+    else if ((c->state_bits >> 6) == DOWN || (c->state_bits >> 6) == ADMIN_DOWN) {
+        for (int i = 0; i < nsessions && !s; i++) {
+            struct session *t = &sessions[i];
+            if (t->used && t->family == family && !memcmp(&t->cfg.dst, peer, sizeof(*peer))
+                && !!(t->cfg.flags & SESSION_MULTIHOP) == multihop
+                && (multihop || !t->cfg.ifindex || t->cfg.ifindex == ifindex))
+                s = t;
+        }
+    }
+    if (!s || !!(s->cfg.flags & SESSION_MULTIHOP) != multihop)
+        return;
+    /* RFC 5881 5 / 5883 2: single hop only from a neighbour (TTL 255); multihop as set. */
+    if (ttl >= 0 && ((!multihop && ttl != 255) || (multihop && ttl < s->cfg.ttl)))
+        return;
+    if (c->state_bits & BIT_AUTH)
+        return;  /* no authentication configured on any session bfdd sends here */
+    s->ctl_in[0]++;
+    s->ctl_in[1] += c->length;
+    uint8_t rstate = c->state_bits >> 6;
+    s->rid = ntohl(c->my_discr);
+    s->rstate = rstate;
+    s->rdiag = c->version_diag & 0x1f;
+    s->rmult = c->detect_mult;
+    s->rflags = c->state_bits;
+    s->r_desired_tx = ntohl(c->desired_tx);
+    s->r_required_rx = ntohl(c->required_rx);
+    uint32_t echo_rx = ntohl(c->required_echo_rx);
+    int timers_changed = echo_rx != s->r_required_echo_rx;
+    s->r_required_echo_rx = echo_rx;
+    if ((c->state_bits & BIT_FINAL) && s->poll)
+        s->poll = 0;
+    if (s->state != DOWN || rstate != ADMIN_DOWN)
+        s->detect_at = now + detect_ns(s);
+    if (c->state_bits & BIT_POLL) {
+        s->final = 1;
+        s->next_tx = now;
+    }
+    if (s->state == ADMIN_DOWN)
+        return;
+    if (rstate == ADMIN_DOWN) {
+        if (s->state != DOWN)
+            set_state(s, DOWN, DIAG_NEIGHBOR_DOWN, now);
+    } else if (s->state == DOWN) {
+        if (rstate == DOWN)
+            set_state(s, INIT, DIAG_NONE, now);
+        else if (rstate == INIT)
+            set_state(s, UP, DIAG_NONE, now);
+    } else if (s->state == INIT) {
+        if (rstate == INIT || rstate == UP)
+            set_state(s, UP, DIAG_NONE, now);
+    } else if (rstate == DOWN) {
+        set_state(s, DOWN, DIAG_NEIGHBOR_DOWN, now);
+    } else if (timers_changed) {
+        report(s);  /* bfdd shows the peer's echo interval */
+    }
+    if (echo_active(s) && !s->next_echo)
+        s->next_echo = now;  /* detection starts with the first echo back, as in bfdd */
+}
+
+static void drain_control(int fd, int family, int multihop, int64_t now) {
+    for (;;) {
+        unsigned char buf[128], cbuf[256];
+        struct sockaddr_storage from;
+        struct iovec iov = {buf, sizeof(buf)};
+        struct msghdr m = {&from, sizeof(from), &iov, 1, cbuf, sizeof(cbuf), 0};
+        ssize_t n = recvmsg(fd, &m, MSG_DONTWAIT);
+        if (n < 0)
+            return;
+        if (n < CONTROL_LEN)
+            continue;
+        int ttl = -1;
+        uint32_t ifindex = 0;
+        for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+            if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_TTL)
+                ttl = *(int *)CMSG_DATA(h);
+            else if (h->cmsg_level == IPPROTO_IP && h->cmsg_type == IP_PKTINFO)
+                ifindex = (uint32_t)((struct in_pktinfo *)CMSG_DATA(h))->ipi_ifindex;
+            else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_HOPLIMIT)
+                ttl = *(int *)CMSG_DATA(h);
+            else if (h->cmsg_level == IPPROTO_IPV6 && h->cmsg_type == IPV6_PKTINFO)
+                ifindex = ((struct in6_pktinfo *)CMSG_DATA(h))->ipi6_ifindex;
+        }
+        struct in6_addr peer = {0};
+        if (family == AF_INET)
+            memcpy(&peer.s6_addr32[0], &((struct sockaddr_in *)&from)->sin_addr, 4);
+        else
+            peer = ((struct sockaddr_in6 *)&from)->sin6_addr;
+        struct control c;
+        memcpy(&c, buf, sizeof(c));
+        receive_control(&c, &peer, family, ifindex, ttl, multihop, now);
+    }
+}
+
+static int open_rx_socket(int family, uint16_t port) {
+    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int on = 1;
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    struct sockaddr_storage a = {0};
+    socklen_t len;
+    if (family == AF_INET) {
+        setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on));
+        ((struct sockaddr_in *)&a)->sin_family = AF_INET;
+        ((struct sockaddr_in *)&a)->sin_port = htons(port);
+        len = sizeof(struct sockaddr_in);
+    } else {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
+        ((struct sockaddr_in6 *)&a)->sin6_family = AF_INET6;
+        ((struct sockaddr_in6 *)&a)->sin6_port = htons(port);
+        len = sizeof(struct sockaddr_in6);
+    }
+    if (bind(fd, (struct sockaddr *)&a, len) < 0) {
+        fprintf(stderr, "fl-bfd: cannot listen on %s port %u: %s\n",
+                family == AF_INET ? "IPv4" : "IPv6", port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* -- one tick -------------------------------------------------------------------------------- */
+
+static void tick(int64_t now) {
+    static const int family[4] = {AF_INET, AF_INET6, AF_INET, AF_INET6};
+    for (int i = 0; i < 4; i++)
+        if (rx_socks[i] >= 0)
+            drain_control(rx_socks[i], family[i], i >= 2, now);
+    for (int i = 0; i < nsessions; i++) {
+        struct session *s = &sessions[i];
+        if (!s->used)
+            continue;
+        if (s->echo_sock >= 0)
+            drain_echo(s, now);
+        if (s->detect_at && now >= s->detect_at && (s->state == INIT || s->state == UP))
+            set_state(s, DOWN, DIAG_DETECT_EXPIRED, now);
+        else if (s->echo_detect_at && now >= s->echo_detect_at && s->state == UP)
+            set_state(s, DOWN, DIAG_ECHO_FAILED, now);
+        int passive_wait = (s->cfg.flags & SESSION_PASSIVE) && !s->rid;
+        if (now >= s->next_tx && !passive_wait && (s->r_required_rx || s->final)) {
+            send_control(s);
+            s->next_tx = now + tx_interval_ns(s);
+        }
+        if (echo_active(s) && s->next_echo && now >= s->next_echo) {
+            send_echo(s);
+            s->next_echo = now + echo_interval_ns(s);
+        }
+    }
+}
+
+/* The shortest interval any session runs, an eighth of it (1 ms to 20 ms). */
+static int64_t session_tick_ns(uint32_t fixed_us) {
+    if (fixed_us)
+        return (int64_t)fixed_us * 1000;
+    uint32_t shortest = TICK_MAX_US * 8;
+    for (int i = 0; i < nsessions; i++) {
+        const struct session *s = &sessions[i];
+        if (!s->used)
+            continue;
+        if (s->cfg.min_tx && s->cfg.min_tx < shortest)
+            shortest = s->cfg.min_tx;
+        if (s->cfg.min_rx && s->cfg.min_rx < shortest)
+            shortest = s->cfg.min_rx;
+        if ((s->cfg.flags & SESSION_ECHO) && s->cfg.min_echo_tx && s->cfg.min_echo_tx < shortest)
+            shortest = s->cfg.min_echo_tx;
+    }
+    uint32_t t = shortest / 8;
+    return (int64_t)(t < TICK_MIN_US ? TICK_MIN_US : t > TICK_MAX_US ? TICK_MAX_US : t) * 1000;
+}
+
+static void on_signal(int sig) { (void)sig; stop = 1; }
+
+int main(int argc, char **argv) {
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: fl-bfd SOCKET [tick_us]\n");
+        return 2;
+    }
+    uint32_t fixed_tick = argc == 3 ? (uint32_t)strtoul(argv[2], NULL, 10) : 0;
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    srand48(now_ns() ^ getpid());
+    rx_socks[0] = open_rx_socket(AF_INET, SINGLE_HOP_PORT);
+    rx_socks[1] = open_rx_socket(AF_INET6, SINGLE_HOP_PORT);
+    rx_socks[2] = open_rx_socket(AF_INET, MULTI_HOP_PORT);
+    rx_socks[3] = open_rx_socket(AF_INET6, MULTI_HOP_PORT);
+    if (rx_socks[0] < 0 && rx_socks[1] < 0)
+        return 1;
+    int64_t last_tick = 0, next_connect = 0;
+    printf("fl-bfd: data plane for bfdd at %s\n", argv[1]);
+    fflush(stdout);
+    while (!stop) {
+        int64_t now = now_ns();
+        if (dplane < 0 && now >= next_connect) {
+            dp_connect(argv[1]);
+            next_connect = now + RECONNECT_NS;
+        }
+        int64_t t = session_tick_ns(fixed_tick);
+        if (t != tick_ns) {
+            tick_ns = t;
+            printf("tick %" PRId64 " us\n", tick_ns / 1000);
+            fflush(stdout);
+        }
+        /* Ticks fall on multiples of the tick, so all sessions share one wake-up. */
+        int64_t next = (now / tick_ns + 1) * tick_ns;
+        struct pollfd p = {dplane, POLLIN, 0};
+        struct timespec wait = {(next - now) / 1000000000LL, (next - now) % 1000000000LL};
+        int ready = ppoll(&p, dplane >= 0 ? 1 : 0, &wait, NULL);
+        now = now_ns();
+        if (ready > 0 && !dp_read(now)) {
+            printf("bfdd closed the data-plane connection\n");
+            fflush(stdout);
+            dp_drop();
+        }
+        if (now >= next || now - last_tick >= tick_ns) {
+            tick(now);
+            last_tick = now;
+        }
+    }
+    return 0;
+}
