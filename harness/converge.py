@@ -3,7 +3,6 @@ and on routers configured by the user every neighbour their configs declare up."
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import CheckFailed, LabError
 from harness.nodes.neighbours import Neighbour, answers, declared, is_up
+from harness.runtime.rtnl_dump import host_routes
 from harness.topology.plan import Session
 from harness.topology.reachability import reachable_origins
 
@@ -66,14 +66,7 @@ class Convergence:
 
 def fib_host_routes(lab: LabContext, node: str) -> set[str]:
     """Destinations of /32 and /128 routes in the table that forwards (main, or SAI's)."""
-    table = lab.kind(node).fib_table
-    with lab.node(node).netlink() as ip:
-        found = set()
-        for family, plen in ((socket.AF_INET, 32), (socket.AF_INET6, 128)):
-            for route in ip.get_routes(family=family, table=table):
-                if route["dst_len"] == plen and route.get_attr("RTA_DST"):
-                    found.add(f"{route.get_attr('RTA_DST')}/{plen}")
-        return found
+    return host_routes(lab.runtime.netns_path(node), lab.kind(node).fib_table)
 
 
 def check(lab: LabContext, pool: ThreadPoolExecutor) -> Convergence:

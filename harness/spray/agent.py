@@ -11,6 +11,9 @@ Two event sources, no polling:
   zebra to process the withdrawal; it may return once BFD is up and the routes are back.
 
 Link events re-read the main table (next hops die with their link without a route event).
+A plane leaving a spray set is applied at once (traffic into it is being lost); planes
+joining wait up to JOIN_BATCH_S for more, since a converging lab adds routes one next hop at
+a time and rewriting the spray tables for each would cost a host seconds of CPU at deploy.
 State is written to a JSON file for `inspect` and tests.
 
 Usage (started by harness.spray.control at deploy): python -m harness.spray.agent CONFIG.json
@@ -24,8 +27,12 @@ import os
 import select
 import signal
 import socket
+import struct
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,14 @@ from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_L
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 
 from harness.runtime.libnft import Nft
+from harness.sai.netlink import (
+    NLM_F_CREATE,
+    NLM_F_REPLACE,
+    RTM_DELROUTE,
+    RTM_NEWROUTE,
+    Channel,
+    route_message,
+)
 from harness.spray.bfd import BfdWatch
 from harness.spray.ruleset import (
     RULE_PREF_BASE,
@@ -47,8 +62,12 @@ RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
 HOST_PREFIX = {2: 32, 10: 128}  # AF_INET, AF_INET6
 RESYNC_EVENTS = {"RTM_NEWLINK", "RTM_DELLINK"}
 BFD_RETRY_S = 1.0
+JOIN_BATCH_S = 0.2
 SO_RCVBUFFORCE = 33  # not exported by the socket module
 EVENT_RCVBUF = 8 << 20  # a plane failure on a large lab changes hundreds of routes at once
+RTPROT_STATIC = 4
+NLMSGHDR = struct.Struct("=LHHLL")
+RTM_TABLE_OFFSET = 4  # struct rtmsg: family, dst_len, src_len, tos, table
 
 Hops = dict[int, str]  # plane -> gateway
 
@@ -68,17 +87,35 @@ class RouteEvents:
         return self.sock.fileno()
 
     def read(self) -> list[Any] | None:
-        """Every pending message; None if the kernel dropped some (the socket overflowed)."""
+        """Every pending message but routes of other tables than main (the agent's own plane
+        routes, thousands at deploy: skipped before pyroute2 parses them); None if the
+        kernel dropped some (the socket overflowed)."""
         messages: list[Any] = []
         while True:
             try:
-                messages += self.marshal.parse(self.sock.recv(1 << 20))
+                data = self.sock.recv(1 << 20)
+                kept = b"".join(data[start:end] for start, end in main_table_messages(data))
+                messages += self.marshal.parse(kept) if kept else []
             except BlockingIOError:
                 return messages
             except OSError as exc:
                 if exc.errno == errno.ENOBUFS:
                     return None
                 raise
+
+
+def main_table_messages(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each netlink message in `data` that is not a route of another table
+    (a table above 255 is in RTA_TABLE, with rtm_table = RT_TABLE_COMPAT: skipped too)."""
+    offset = 0
+    while offset + NLMSGHDR.size <= len(data):
+        length, kind = NLMSGHDR.unpack_from(data, offset)[:2]
+        if length < NLMSGHDR.size:
+            return
+        route = kind in (RTM_NEWROUTE, RTM_DELROUTE) and offset + NLMSGHDR.size + 5 <= len(data)
+        if not route or data[offset + NLMSGHDR.size + RTM_TABLE_OFFSET] == RT_TABLE_MAIN:
+            yield offset, offset + length
+        offset += (length + 3) & ~3
 
 
 def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]]) -> dict[str, Hops]:
@@ -102,6 +139,7 @@ class Sprayer:
         self.bfd: BfdWatch | None = None
         self.bfd_down: set[tuple[int, int]] = set()  # (family, plane) whose BFD is not up
         self.ip = IPRoute()
+        self.channel = Channel()  # plane-table routes, many per send
         self.nft = Nft()
         self.events = RouteEvents()
         self.plane_of_index: dict[int, int] = {}
@@ -197,38 +235,55 @@ class Sprayer:
     def install_rules(self) -> None:
         """Policy rules per plane, and empty plane tables (a restarted agent starts clean)."""
         planes = sorted(set(self.nic_planes.values()))
+        # iproute2 flushes in C; a pyroute2 dump of ~1800 routes costs seconds of CPU
+        flush = "".join(f"route flush table {plane_table(p)}\n" for p in planes)
+        for family in ("-4", "-6"):
+            subprocess.run(["ip", family, "-batch", "-"], input=flush, text=True, check=True,
+                           capture_output=True)
         for family in HOST_PREFIX:
             for plane in planes:
-                self.ip.flush_routes(family=family, table=plane_table(plane))
                 rule = {"family": family, "fwmark": plane_mark(plane), "table": plane_table(plane),
                         "priority": RULE_PREF_BASE + plane}
                 if not self.ip.get_rules(**rule):
                     self.ip.rule("add", **rule)
 
-    def _set_plane_route(self, op: str, dst: str, plane: int, gateway: str) -> None:
-        nic = next(i for i, p in self.plane_of_index.items() if p == plane)
-        family = 10 if ":" in dst else 2
-        self.ip.route(op, dst=dst, dst_len=HOST_PREFIX[family], family=family, gateway=gateway,
-                      oif=nic, table=plane_table(plane))
+    def _send_routes(self, msg_type: int, routes: list[tuple[str, int, str]]) -> None:
+        """Replace or delete plane-table routes (dst, plane, gateway), all in a few sends:
+        pyroute2 costs a millisecond each, and a host of fpf-64 installs ~1800 at deploy."""
+        nics = {p: i for i, p in self.plane_of_index.items()}
+        flags = NLM_F_REPLACE | NLM_F_CREATE if msg_type == RTM_NEWROUTE else 0
+        first = self.channel.reserve(len(routes))
+        messages = [route_message(msg_type, flags, first + n, ip_address(dst).packed,
+                                  HOST_PREFIX[10 if ":" in dst else 2], plane_table(plane),
+                                  RTPROT_STATIC, oif=nics[plane],
+                                  gateway=ip_address(gateway).packed)
+                    for n, (dst, plane, gateway) in enumerate(routes)]
+        for (dst, plane, _), code in zip(routes, self.channel.request_many(messages, first),
+                                         strict=True):
+            if code and not (msg_type == RTM_DELROUTE and code == errno.ESRCH):
+                raise OSError(code, f"plane {plane} route to {dst}: {os.strerror(code)}")
+
+    def losing(self) -> bool:
+        """Whether `wanted` takes a plane away from some destination (or drops one)."""
+        return any(not hops.keys() <= self.wanted.get(dst, {}).keys()
+                   for dst, hops in self.installed.items())
 
     def apply(self, started: float) -> None:
         """Make the kernel match `wanted`: add routes, then switch nft, then remove routes, so
         a packet is never marked for a plane whose table cannot route it."""
-        self.wanted = spray_sets(self.routes, self.bfd_down)
         before = {dst: frozenset(h) for dst, h in self.installed.items()}
         after = {dst: frozenset(h) for dst, h in self.wanted.items()}
-        for dst, hops in self.wanted.items():
-            for plane, gateway in hops.items():
-                if self.installed.get(dst, {}).get(plane) != gateway:
-                    self._set_plane_route("replace", dst, plane, gateway)
+        self._send_routes(RTM_NEWROUTE, [
+            (dst, plane, gateway) for dst, hops in self.wanted.items()
+            for plane, gateway in hops.items()
+            if self.installed.get(dst, {}).get(plane) != gateway])
         if before != after:
             self.nft.run(nft_ruleset(self.wanted))
         switched = time.monotonic()
         switched_ms = (switched - started) * 1000
-        for dst, hops in self.installed.items():
-            for plane, gateway in hops.items():
-                if plane not in self.wanted.get(dst, {}):
-                    self._set_plane_route("del", dst, plane, gateway)
+        self._send_routes(RTM_DELROUTE, [
+            (dst, plane, gateway) for dst, hops in self.installed.items()
+            for plane, gateway in hops.items() if plane not in self.wanted.get(dst, {})])
         if before == after and self.installed == self.wanted:
             return
         reaction_ms = (time.monotonic() - started) * 1000
@@ -260,11 +315,15 @@ class Sprayer:
         self.install_rules()
         self._connect_bfd()
         self.resync()
+        self.wanted = spray_sets(self.routes, self.bfd_down)
         self.apply(time.monotonic())
         self.write_state()
+        joining: float | None = None  # when the first batched join arrived
         while True:
             sources = [self.events, *([self.bfd] if self.bfd else [])]
-            ready, _, _ = select.select(sources, [], [], None if self.bfd else BFD_RETRY_S)
+            waits = [*([] if self.bfd else [BFD_RETRY_S]),
+                     *([] if joining is None else [joining + JOIN_BATCH_S - time.monotonic()])]
+            ready, _, _ = select.select(sources, [], [], max(0.0, min(waits)) if waits else None)
             started = time.monotonic()
             if self.bfd is None:
                 self._connect_bfd()
@@ -276,7 +335,12 @@ class Sprayer:
                     self.on_event(msg)
             if self.bfd is not None and self.bfd in ready:
                 self.on_bfd()
-            self.apply(started)
+            self.wanted = spray_sets(self.routes, self.bfd_down)
+            if self.losing() or (joining is not None and started >= joining + JOIN_BATCH_S):
+                self.apply(started if joining is None else joining)
+                joining = None
+            elif joining is None and self.wanted != self.installed:
+                joining = started
 
 
 def main(argv: list[str]) -> int:

@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <linux/filter.h>
 #include <linux/if_packet.h>
+#include <math.h>
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <net/if_arp.h>
@@ -56,7 +57,8 @@
 #define MAX_SESSIONS 4096
 #define RECONNECT_NS 100000000LL
 #define TICK_MIN_US 1000u
-#define TICK_MAX_US 20000u
+#define TICK_MAX_US 25000u
+#define TICK_DIVISOR 4            /* ticks per shortest interval: jitter is whole ticks */
 #define CONTROL_LEN 24
 #define ECHO_LEN 24
 
@@ -131,6 +133,8 @@ static int64_t tick_ns;
 static unsigned next_port = SOURCE_PORT_FIRST;
 static volatile sig_atomic_t stop;
 
+static int open_rx_socket(int family, uint16_t port);
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -188,11 +192,14 @@ static int64_t tx_interval_ns(const struct session *s) {
     uint32_t us = advertised_tx(s);
     if (s->r_required_rx > us)
         us = s->r_required_rx;
-    /* RFC 5880 6.8.7: 0-25% jitter below the interval (10-25% with a multiplier of 1). */
+    /* RFC 5880 6.8.7: 0-25% jitter below the interval (10-25% with a multiplier of 1),
+     * rounded to whole ticks, since packets leave on ticks: a quarter-interval tick sends
+     * after 3 or 4 ticks, 87.5% of the interval on average as with continuous jitter. */
     double cut = (s->cfg.detect_mult == 1 ? 0.10 : 0.0) + drand48() * 0.25;
     if (cut > 0.25)
         cut = 0.25;
-    return (int64_t)(us * (1.0 - cut) * 1000.0);
+    int64_t ticks = llround(us * (1.0 - cut) * 1000.0 / (double)tick_ns);
+    return (ticks < 1 ? 1 : ticks) * tick_ns;
 }
 
 static int64_t detect_ns(const struct session *s) {
@@ -402,6 +409,9 @@ static void add_session(const struct dp_session *wire, int64_t now) {
     s->rmult = c.detect_mult;
     s->r_required_rx = 1;  /* RFC 5880 6.8.1: until the peer says otherwise */
     s->echo_sock = -1;
+    int mh = 2 + (s->family == AF_INET6);  /* multihop's port is opened for the first such */
+    if ((c.flags & SESSION_MULTIHOP) && rx_socks[mh] < 0)
+        rx_socks[mh] = open_rx_socket(s->family, MULTI_HOP_PORT);
     s->sock = open_tx_socket(s);
     prepare_echo(s);
     s->next_tx = now + (int64_t)c.hold_time * 1000000LL;
@@ -741,8 +751,11 @@ static int open_rx_socket(int family, uint16_t port) {
 
 /* -- one tick -------------------------------------------------------------------------------- */
 
+/* Drains every socket, expires detection timers, then sends what falls due before the middle
+ * of the next tick (so an interval of k ticks is k ticks, not k + 1). */
 static void tick(int64_t now) {
     static const int family[4] = {AF_INET, AF_INET6, AF_INET, AF_INET6};
+    int64_t due = now + tick_ns / 2;
     for (int i = 0; i < 4; i++)
         if (rx_socks[i] >= 0)
             drain_control(rx_socks[i], family[i], i >= 2, now);
@@ -757,22 +770,22 @@ static void tick(int64_t now) {
         else if (s->echo_detect_at && now >= s->echo_detect_at && s->state == UP)
             set_state(s, DOWN, DIAG_ECHO_FAILED, now);
         int passive_wait = (s->cfg.flags & SESSION_PASSIVE) && !s->rid;
-        if (now >= s->next_tx && !passive_wait && (s->r_required_rx || s->final)) {
+        if (due >= s->next_tx && !passive_wait && (s->r_required_rx || s->final)) {
             send_control(s);
             s->next_tx = now + tx_interval_ns(s);
         }
-        if (echo_active(s) && s->next_echo && now >= s->next_echo) {
+        if (echo_active(s) && s->next_echo && due >= s->next_echo) {
             send_echo(s);
             s->next_echo = now + echo_interval_ns(s);
         }
     }
 }
 
-/* The shortest interval any session runs, an eighth of it (1 ms to 20 ms). */
+/* A quarter of the shortest interval any session runs (1 ms to 25 ms). */
 static int64_t session_tick_ns(uint32_t fixed_us) {
     if (fixed_us)
         return (int64_t)fixed_us * 1000;
-    uint32_t shortest = TICK_MAX_US * 8;
+    uint32_t shortest = TICK_MAX_US * TICK_DIVISOR;
     for (int i = 0; i < nsessions; i++) {
         const struct session *s = &sessions[i];
         if (!s->used)
@@ -784,7 +797,7 @@ static int64_t session_tick_ns(uint32_t fixed_us) {
         if ((s->cfg.flags & SESSION_ECHO) && s->cfg.min_echo_tx && s->cfg.min_echo_tx < shortest)
             shortest = s->cfg.min_echo_tx;
     }
-    uint32_t t = shortest / 8;
+    uint32_t t = shortest / TICK_DIVISOR;
     return (int64_t)(t < TICK_MIN_US ? TICK_MIN_US : t > TICK_MAX_US ? TICK_MAX_US : t) * 1000;
 }
 
@@ -802,8 +815,6 @@ int main(int argc, char **argv) {
     srand48(now_ns() ^ getpid());
     rx_socks[0] = open_rx_socket(AF_INET, SINGLE_HOP_PORT);
     rx_socks[1] = open_rx_socket(AF_INET6, SINGLE_HOP_PORT);
-    rx_socks[2] = open_rx_socket(AF_INET, MULTI_HOP_PORT);
-    rx_socks[3] = open_rx_socket(AF_INET6, MULTI_HOP_PORT);
     if (rx_socks[0] < 0 && rx_socks[1] < 0)
         return 1;
     int64_t last_tick = 0, next_connect = 0;
