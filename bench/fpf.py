@@ -18,17 +18,16 @@ Usage: .venv/bin/python bench/fpf.py [--trials 20] [--topology topologies/fpf-64
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 from harness.deploy.stages import Progress
 from harness.errors import LabError
 from harness.faults import Faults
+from harness.kernel import neighbour_limit_raised
 from harness.lab import Lab, destroy_lab
 from harness.spray.control import spraying_hosts, wait_spray
 from harness.stats import percentile
@@ -38,30 +37,6 @@ from harness.topology.plan import LabPlan
 from harness.traffic.flow import run_flow
 
 ROOT = Path(__file__).resolve().parents[1]
-ND_LIMITS = Path("/proc/sys/net/ipv6/neigh/default")
-
-
-@contextlib.contextmanager
-def neighbour_room(plan: LabPlan) -> Iterator[None]:
-    """Raise the host-wide IPv6 neighbour limits to fit the lab (4 per link: link-local and
-    global at both ends, with headroom), and put the old values back."""
-    need = len(plan.links) * 4 * 2
-    old = {k: (ND_LIMITS / k).read_text().strip() for k in ("gc_thresh1", "gc_thresh2",
-                                                            "gc_thresh3")}
-    if int(old["gc_thresh3"]) >= need:
-        yield
-        return
-    print(f"raising net.ipv6.neigh.default.gc_thresh3 {old['gc_thresh3']} -> {need} for the run")
-    for key, value in (("gc_thresh1", need // 4), ("gc_thresh2", need // 2),
-                       ("gc_thresh3", need)):
-        (ND_LIMITS / key).write_text(str(value))
-    try:
-        yield
-    finally:
-        for key, value in old.items():
-            (ND_LIMITS / key).write_text(value)
-
-
 class DeployFailed(Exception):
     pass
 
@@ -129,7 +104,7 @@ def main() -> int:
 
     plan = plan_from(args.topology, name="fpf-bench")
     try:
-        with neighbour_room(plan):
+        with neighbour_limit_raised(plan):
             lab, marks = deploy(plan)
     except DeployFailed as failed:
         print(f"TOO HEAVY FOR THIS MACHINE: {failed}")

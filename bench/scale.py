@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.errors import FabricLabError  # noqa: E402
 from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
+from harness.kernel import neighbour_limit_raised  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 from harness.testing.footprint import footprint  # noqa: E402
 
@@ -46,12 +47,13 @@ def params(hosts: int, bfd: str) -> FpfParams:
 def measure(hosts: int, bfd: str, idle_s: float, timeout: float) -> dict[str, float]:
     lab = Lab(plan(params(hosts, bfd)))
     start = time.monotonic()
-    try:
-        converged = lab.deploy(timeout=timeout)
-        seconds = time.monotonic() - start
-        cost = footprint(lab, lab.node_names, idle_s)
-    finally:
-        lab.destroy()
+    with neighbour_limit_raised(lab.plan):
+        try:
+            converged = lab.deploy(timeout=timeout)
+            seconds = time.monotonic() - start
+            cost = footprint(lab, lab.node_names, idle_s)
+        finally:
+            lab.destroy()
     n = len(lab.plan.nodes)
     return dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
                               cost.pss_mib / n, cost.cpu_cores), strict=True))

@@ -7,12 +7,16 @@ seg6 route. Results are cached per process. Fallbacks elsewhere read from here a
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from harness.runtime.scratch import scratch_netns
+from harness.topology.plan import LabPlan
 
 # feature -> commands run in the probe namespace; the feature exists if all succeed.
 _PROBES: dict[str, list[list[str]]] = {
@@ -113,3 +117,55 @@ def tools() -> list[Tool]:
                 version = "(does not run)"
         found.append(Tool(name, path, version))
     return found
+
+
+ND_LIMITS = Path("/proc/sys/net/ipv6/neigh/default")
+ND_CACHE_STATS = Path("/proc/net/stat/ndisc_cache")
+ND_PER_SESSION = 2  # measured: fpf-64's 1152 IPv6 session ends hold 1320 neighbours
+
+
+def ipv6_session_ends(plan: LabPlan) -> int:
+    return sum(s.afi == "ipv6" for s in plan.sessions)
+
+
+def neighbour_room(plan: LabPlan) -> str | None:
+    """Why the kernel's IPv6 neighbour table cannot hold a lab's neighbours, or None.
+
+    The table's hard limit (gc_thresh3, 1024 by default) is one for the whole host, shared by
+    every namespace and container; past it the kernel refuses new neighbours and the IPv6
+    sessions that need them never come up, so a lab must not start where it does not fit.
+    """
+    ends = ipv6_session_ends(plan)
+    need = ND_PER_SESSION * ends
+    limit = int((ND_LIMITS / "gc_thresh3").read_text())
+    in_use = int(ND_CACHE_STATS.read_text().splitlines()[1].split()[0], 16)
+    if in_use + need <= limit:
+        return None
+    wanted = 1 << (in_use + need).bit_length()
+    return (f"the lab needs about {need} IPv6 neighbour entries ({ends} IPv6 "
+            f"session ends) and this host has room for {max(0, limit - in_use)} "
+            f"(net.ipv6.neigh.default.gc_thresh3 = {limit}, shared by every namespace; "
+            f"{in_use} in use): its IPv6 sessions would stay down. Raise the limit: sysctl -w "
+            f"net.ipv6.neigh.default.gc_thresh3={wanted} "
+            f"net.ipv6.neigh.default.gc_thresh2={wanted // 2} "
+            f"net.ipv6.neigh.default.gc_thresh1={wanted // 4}")
+
+
+@contextlib.contextmanager
+def neighbour_limit_raised(plan: LabPlan) -> Iterator[None]:
+    """For a bench's run only: raise the host's IPv6 neighbour limits so the lab fits, and put
+    the old values back (a lab deployed by hand gets the sysctl to run instead)."""
+    keys = ("gc_thresh1", "gc_thresh2", "gc_thresh3")
+    old = {key: (ND_LIMITS / key).read_text().strip() for key in keys}
+    need = 4 * ND_PER_SESSION * ipv6_session_ends(plan)
+    if int(old["gc_thresh3"]) >= need:
+        yield
+        return
+    print(f"raising net.ipv6.neigh.default.gc_thresh3 {old['gc_thresh3']} -> {need} for the run")
+    for key, value in zip(keys, (need // 4, need // 2, need), strict=True):
+        (ND_LIMITS / key).write_text(str(value))
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            (ND_LIMITS / key).write_text(value)

@@ -12,6 +12,7 @@ from harness.converge import Convergence
 from harness.deploy.context import LabContext
 from harness.deploy.stages import Progress, Stage, deploy_stages
 from harness.errors import LabError
+from harness.kernel import neighbour_room
 from harness.nodes.frr import frr_leftovers
 from harness.paths import is_lab_name, lab_dir, labs_root
 from harness.runtime import all_runtimes, labs_with_nodes, open_runtime
@@ -49,6 +50,9 @@ class Lab(LabContext):
         stages = stages if stages is not None else deploy_stages(start=start_frr,
                                                                   timeout=timeout)
         self.runtime.check(self.plan, start=start_frr)
+        problem = neighbour_room(self.plan)
+        if problem:
+            raise LabError(f"cannot deploy {self.plan.name} ({self.plan.source}): {problem}")
         self._claim()
         result = None
         for stage in stages:

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.nodes.node import Node
+    from harness.topology.plan import BfdPlan
 
 ENGINE = "fl-bfd"
 SOCKET_NAME = "bfdd-dplane.sock"
+TICK_DIVISOR, TICK_MIN_MS, TICK_MAX_MS = 4, 1.0, 25.0  # as in fl_bfd.c
 
 
 def socket_path(run_dir: Path) -> Path:
@@ -33,3 +35,10 @@ def start_engine(node: Node, run_dir: Path, log: Path) -> int:
     runtime = node.runtime
     return runtime.spawn(node.name, [runtime.program(ENGINE), str(socket_path(run_dir))], log,
                          f"{node.name}/{ENGINE}")
+
+
+def tick_ms(bfd: BfdPlan) -> float:
+    """The engine's tick for a lab's BFD (fl_bfd.c: a quarter of the shortest interval, 1 to
+    25 ms): how much later than bfdd's own timers a detection or a Final may come."""
+    shortest = min(bfd.interval_ms, bfd.host_echo_ms or bfd.interval_ms)
+    return min(max(shortest / TICK_DIVISOR, TICK_MIN_MS), TICK_MAX_MS)

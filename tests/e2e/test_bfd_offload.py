@@ -1,0 +1,121 @@
+"""BFD offload with real FRR: bfdd hands its sessions to the node's fl-bfd, which runs them
+(RFC 5880 timers, counters back to bfdd) and finds a silent peer within the detection time;
+with `offload: false` they stay in bfdd's own packet loop."""
+
+from __future__ import annotations
+
+import json
+import select
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harness.lab import Lab
+from harness.nodes.bfd.offload import ENGINE, tick_ms
+from harness.nodes.frr import FRR_STATE
+from harness.paths import frr_pathspace
+from harness.spray.bfd import BfdWatch
+from harness.testing.load import WakeupLateness
+from harness.testing.plugin import RUNTIME
+from harness.topology.augment import augment
+from harness.topology.loader import load_text
+
+pytestmark = pytest.mark.e2e
+
+PAIR = """
+name: {name}
+bgp:
+  bfd: {{interval: 100ms, multiplier: 3, offload: {offload}}}
+topology:
+  defaults: {{kind: frr}}
+  nodes:
+    r1: {{role: leaf}}
+    r2: {{role: spine}}
+  links:
+    - endpoints: ["r1:eth1", "r2:eth1"]
+"""
+
+
+def pair(name: str, offload: bool) -> Iterator[Lab]:
+    lab = Lab(augment(load_text(PAIR.format(name=name, offload=str(offload).lower()))),
+              RUNTIME)
+    lab.deploy(timeout=60)
+    yield lab
+    lab.destroy()
+
+
+@pytest.fixture(scope="module")
+def offloaded() -> Iterator[Lab]:
+    yield from pair("bfdoffload", True)
+
+
+@pytest.fixture(scope="module")
+def in_bfdd() -> Iterator[Lab]:
+    yield from pair("bfdsoft", False)
+
+
+def counters(lab: Lab, node: str) -> list[dict]:
+    return json.loads(lab.frr(node).vtysh("show bfd peers counters json"))
+
+
+def bfd_port_owners(lab: Lab, node: str) -> set[str]:
+    """Names of the processes listening on BFD's single-hop port in the node."""
+    out = lab.runtime.run(node, ["ss", "-Huapn", "sport", "= :3784"], check=True)
+    return {part.split('"')[1] for part in out.stdout.split("users:((")[1:]}
+
+
+def watch(lab: Lab, node: str) -> BfdWatch:
+    """bfdd's control socket: every state change the instant bfdd learns it."""
+    return BfdWatch(str(FRR_STATE / frr_pathspace(lab.plan.name, node) / "bfdd.sock"))
+
+
+def seconds_until_all(bfd: BfdWatch, up: bool, sessions: int, timeout: float) -> float:
+    start, seen = time.monotonic(), set()
+    while len(seen) < sessions:
+        left = start + timeout - time.monotonic()
+        if left <= 0 or not select.select([bfd], [], [], left)[0]:
+            raise AssertionError(f"{len(seen)} of {sessions} sessions went {up} in {timeout} s")
+        seen |= {(s.peer, s.ipv6) for s in bfd.read() or () if s.up == up}
+    return time.monotonic() - start
+
+
+def test_sessions_run_in_the_engine_at_the_configured_rate(offloaded):
+    assert bfd_port_owners(offloaded, "r1") == {ENGINE}  # bfdd opened no packet socket
+    seconds_until_all(watch(offloaded, "r1"), True, 2, timeout=10)  # IPv4 and IPv6
+    before, start = counters(offloaded, "r1"), time.monotonic()
+    time.sleep(2.0)
+    after, elapsed = counters(offloaded, "r1"), time.monotonic() - start
+    for old, new in zip(before, after, strict=True):
+        sent = new["control-packet-output"] - old["control-packet-output"]
+        received = new["control-packet-input"] - old["control-packet-input"]
+        # 100 ms less 0-25% jitter: 10 to 13.3 packets a second each way (one tick of slack)
+        for count in (sent, received):
+            assert 10 * elapsed - 1 <= count <= 13.4 * elapsed + 1, (old, new)
+
+
+def test_a_silent_peer_is_found_within_the_detection_time(offloaded):
+    """r2 stops hearing r1 (its BFD packets dropped on the way in): detection after between
+    (multiplier - 1) and multiplier intervals of silence, plus at most one engine tick and how
+    late this box wakes a sleeper."""
+    bfd = offloaded.plan.bfd
+    assert bfd is not None
+    drop = ["nft", "add table inet bfdtest; add chain inet bfdtest in "
+            "{ type filter hook input priority 0; }; add rule inet bfdtest in udp dport 3784 drop"]
+    bfd_r2 = watch(offloaded, "r2")
+    seconds_until_all(bfd_r2, True, 2, timeout=5)  # the current states come first
+    with WakeupLateness() as load:
+        offloaded.runtime.run("r2", drop, check=True)
+        took_ms = seconds_until_all(bfd_r2, False, 2, timeout=5) * 1000
+    offloaded.runtime.run("r2", ["nft", "delete table inet bfdtest"], check=True)
+    low = (bfd.multiplier - 1) * bfd.interval_ms - tick_ms(bfd)
+    high = bfd.multiplier * bfd.interval_ms + tick_ms(bfd) + load.max_ms
+    assert low <= took_ms <= high, f"{took_ms:.0f} ms, lateness {load.max_ms:.1f} ms"
+    seconds_until_all(bfd_r2, True, 2, timeout=10)
+
+
+def test_with_offload_off_bfdd_runs_its_sessions(in_bfdd):
+    assert bfd_port_owners(in_bfdd, "r1") == {"bfdd"}
+    seconds_until_all(watch(in_bfdd, "r1"), True, 2, timeout=10)  # IPv4 and IPv6
+    assert not any(ENGINE in (in_bfdd.runtime.run("r1", ["cat", f"/proc/{pid}/comm"]).stdout)
+                   for pid in in_bfdd.runtime.node_processes("r1"))
