@@ -50,7 +50,7 @@ class Lab(LabContext):
         stages = stages if stages is not None else deploy_stages(start=start_frr,
                                                                   timeout=timeout)
         self.runtime.check(self.plan, start=start_frr)
-        problem = neighbour_room(self.plan)
+        problem = neighbour_room(self.plan) if start_frr else None  # wired only: no sessions
         if problem:
             raise LabError(f"cannot deploy {self.plan.name} ({self.plan.source}): {problem}")
         self._claim()
