@@ -46,7 +46,7 @@ build/fl-impair: harness/links/impair/fl_impair.c
 # The BFD offload bfdd hands its sessions to (harness/nodes/bfd/offload.py).
 build/fl-bfd: harness/nodes/bfd/fl_bfd.c
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
+	$(CC) -O2 -Wall -Wextra -o $@.tmp $< -lm && mv $@.tmp $@
 
 lab: setup
 	$(LABCTL) destroy -t $(DEFAULT_LAB)

@@ -6,6 +6,7 @@ Ctrl-C); a lab that is built but does not converge is kept, so it can be inspect
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.neighbours import declared
 from harness.runtime.nsenter import write_sysctls
 from harness.runtime.rtnl_batch import RtnlBatch
+from harness.spray.control import spraying_hosts, wait_spray
 from harness.topology.schema import Kind
 
 START_WORKERS = 8
@@ -116,10 +118,16 @@ def run_exec(lab: LabContext, progress: Progress) -> None:
 
 
 def converge(timeout: float) -> Stage:
+    """Sessions and FIBs, then every multi-plane host spraying on all of its planes (a plane
+    joins a host's spray set once its BFD session is up and its routes are in)."""
     def run(lab: LabContext, progress: Progress) -> Convergence:
+        deadline = time.monotonic() + timeout
         progress.stage("converging", len(lab.plan.sessions) + sum(
             len(n) for n in declared(lab).values()))
-        return wait_converged(lab, timeout, progress.converge)
+        converged = wait_converged(lab, timeout, progress.converge)
+        if spraying_hosts(lab.plan):
+            wait_spray(lab, timeout=max(1.0, deadline - time.monotonic()))
+        return converged
     return Stage("converge", run, rolls_back=False)
 
 

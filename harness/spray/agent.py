@@ -6,7 +6,8 @@ Two event sources, no polling:
   uplink, a spine), BGP withdraws, zebra replaces the route without that next hop, and the
   event removes the plane for exactly the destinations it affected; when the path returns,
   so does the next hop and the plane is sprayed again.
-- bfdd's control socket: when the BFD session on a plane NIC goes down, that plane is dead
+- BFD (the node's BFD offload's feed, or bfdd's control socket when bfdd runs the sessions
+  itself): when the BFD session on a plane NIC goes down, that plane is dead
   for every destination, so it leaves every spray set at once, without waiting for bgpd and
   zebra to process the withdrawal; it may return once BFD is up and the routes are back.
 
@@ -49,7 +50,7 @@ from harness.sai.netlink import (
     Channel,
     route_message,
 )
-from harness.spray.bfd import BfdWatch
+from harness.spray.bfd import BfdWatch, EngineWatch
 from harness.spray.ruleset import (
     RULE_PREF_BASE,
     nft_ruleset,
@@ -132,11 +133,12 @@ def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]]) -> dict[
 
 
 class Sprayer:
-    def __init__(self, nic_planes: dict[str, int], state_file: Path, bfd_socket: str) -> None:
+    def __init__(self, nic_planes: dict[str, int], state_file: Path,
+                 bfd_feed: dict[str, str]) -> None:
         self.nic_planes = nic_planes
         self.state_file = state_file
-        self.bfd_socket = bfd_socket
-        self.bfd: BfdWatch | None = None
+        self.bfd_feed = bfd_feed  # {"engine": path} (the BFD offload's feed) or {"bfdd": path}
+        self.bfd: BfdWatch | EngineWatch | None = None
         self.bfd_down: set[tuple[int, int]] = set()  # (family, plane) whose BFD is not up
         self.ip = IPRoute()
         self.channel = Channel()  # plane-table routes, many per send
@@ -210,9 +212,10 @@ class Sprayer:
 
     def _connect_bfd(self) -> None:
         try:
-            self.bfd = BfdWatch(self.bfd_socket)
+            (kind, path), = self.bfd_feed.items()
+            self.bfd = EngineWatch(path) if kind == "engine" else BfdWatch(path)
         except OSError:
-            self.bfd = None  # bfdd not (yet) running: retried every BFD_RETRY_S
+            self.bfd = None  # not (yet) running: retried every BFD_RETRY_S
 
     def on_bfd(self) -> None:
         assert self.bfd is not None
@@ -346,7 +349,7 @@ class Sprayer:
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[0]).read_text())
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    Sprayer(config["nics"], Path(config["state_file"]), config["bfd_socket"]).run()
+    Sprayer(config["nics"], Path(config["state_file"]), config["bfd"]).run()
     return 0
 
 

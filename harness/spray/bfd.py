@@ -1,4 +1,6 @@
-"""A client of bfdd's control socket: BFD session state changes the instant bfdd sees them.
+"""BFD session state changes the instant they happen: from bfdd's control socket, or from the
+node's BFD offload (fl-bfd) when bfdd hands its sessions there (FRR 8.4's bfdd does not tell
+its control clients about changes a data plane reports).
 
 Waiting for BGP to react to a BFD down costs bgpd's and zebra's work-queue hold times (50 ms
 and 10 ms by default) plus the route churn; a host NIC that stops spraying on a dead plane
@@ -75,3 +77,30 @@ class BfdWatch:
             return None
         self.buffer += data
         return [s for m in parse_frames(self.buffer) if (s := state_of(m)) is not None]
+
+
+class EngineWatch:
+    """The BFD offload's feed (harness/nodes/bfd/fl_bfd.c): "IFNAME 4|6 PEER up|down|gone" per
+    message, every session on connect; a session gone no longer holds its plane down."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.connect(path)
+        self.sock.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def read(self) -> list[BfdState] | None:
+        """States that arrived; None once the engine closed the socket (it died)."""
+        states = []
+        while True:
+            try:
+                message = self.sock.recv(512)
+            except BlockingIOError:
+                return states
+            if not message:
+                self.sock.close()
+                return None
+            nic, family, peer, state = message.decode().split()
+            states.append(BfdState(nic=nic, ipv6=family == "6", peer=peer, up=state != "down"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
+from harness.nodes.bfd.offload import feed_path
 from harness.nodes.frr import FRR_STATE
 from harness.paths import frr_pathspace
 from harness.topology.plan import LabPlan, NodePlan
@@ -48,10 +49,11 @@ def start_sprayer(lab: LabContext, node: NodePlan) -> None:
     workdir = lab.node_dir(node.name)
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / CONFIG_FILE
-    bfd_socket = FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock"
+    frr = lab.frr(node.name)
+    bfd = {"engine": str(feed_path(frr.run_dir))} if frr.offload_bfd else \
+        {"bfdd": str(FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock")}
     config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
-                                  "state_file": str(workdir / STATE_FILE),
-                                  "bfd_socket": str(bfd_socket)}))
+                                  "state_file": str(workdir / STATE_FILE), "bfd": bfd}))
     lab.runtime.spawn(node.name, lab.runtime.python("harness.spray.agent", str(config)),
                       workdir / LOG_FILE, f"{node.name}/sprayer")
 

@@ -15,10 +15,15 @@
  * detection timers, then sends what is due. The tick adds at most one tick to detection and
  * to answering a Poll, and is printed at start.
  *
- *   fl-bfd SOCKET [tick_us]
+ *   fl-bfd SOCKET FEED [tick_us]
  *
  * bfdd listens on SOCKET; the engine connects, retrying every 100 ms, and connects again when
  * bfdd restarts (bfdd then sends its sessions anew). A state change is logged on stdout.
+ *
+ * FEED is a SOCK_SEQPACKET socket the engine serves for whoever must act on a session the
+ * moment it changes (the host's spray agent): one message per session on connect, then one per
+ * change, "IFNAME 4|6 PEER up|down|gone". bfdd's own control socket cannot serve: FRR 8.4 does
+ * not tell its control clients about changes a data plane reports.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -59,6 +64,7 @@
 #define TICK_MIN_US 1000u
 #define TICK_MAX_US 25000u
 #define TICK_DIVISOR 4            /* ticks per shortest interval: jitter is whole ticks */
+#define MAX_WATCHERS 8
 #define CONTROL_LEN 24
 #define ECHO_LEN 24
 
@@ -132,6 +138,8 @@ static int rx_socks[4] = {-1, -1, -1, -1};
 static int64_t tick_ns;
 static unsigned next_port = SOURCE_PORT_FIRST;
 static volatile sig_atomic_t stop;
+static int feed = -1;
+static int watchers[MAX_WATCHERS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
 static int open_rx_socket(int family, uint16_t port);
 
@@ -146,6 +154,27 @@ static const char *peer_str(const struct session *s, char *buf, size_t len) {
               : (const void *)&s->cfg.dst.s6_addr32[0], buf, (socklen_t)len);
     return buf;
 }
+
+/* One feed message to every watcher; a watcher that cannot take it is dropped (it connects
+ * again and gets every session anew). */
+static void tell(int only, const struct session *s, const char *what) {
+    char peer[INET6_ADDRSTRLEN], line[160];
+    int n = snprintf(line, sizeof(line), "%s %d %s %s", s->cfg.ifname[0] ? s->cfg.ifname : "-",
+                     s->family == AF_INET6 ? 6 : 4, peer_str(s, peer, sizeof(peer)), what);
+    for (int i = 0; i < MAX_WATCHERS; i++) {
+        int fd = only >= 0 ? only : watchers[i];
+        if (fd >= 0 && send(fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+            close(fd);
+            for (int j = 0; j < MAX_WATCHERS; j++)
+                if (watchers[j] == fd)
+                    watchers[j] = -1;
+        }
+        if (only >= 0)
+            return;
+    }
+}
+
+static const char *feed_state(const struct session *s) { return s->state == UP ? "up" : "down"; }
 
 static struct session *by_lid(uint32_t lid) {
     for (int i = 0; i < nsessions; i++)
@@ -234,6 +263,8 @@ static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t no
     }
     s->next_tx = now;  /* a state change goes out at once */
     report(s);
+    if (was_up || state == UP)
+        tell(-1, s, feed_state(s));
 }
 
 /* The session's socket: bound to a source port of its own (and to its interface on a single
@@ -354,6 +385,7 @@ static void prepare_echo(struct session *s) {
 }
 
 static void close_session(struct session *s) {
+    tell(-1, s, "gone");
     if (s->sock >= 0)
         close(s->sock);
     if (s->echo_sock >= 0)
@@ -413,6 +445,7 @@ static void add_session(const struct dp_session *wire, int64_t now) {
     if ((c.flags & SESSION_MULTIHOP) && rx_socks[mh] < 0)
         rx_socks[mh] = open_rx_socket(s->family, MULTI_HOP_PORT);
     s->sock = open_tx_socket(s);
+    learn_interface(s);  /* the feed names the interface */
     prepare_echo(s);
     s->next_tx = now + (int64_t)c.hold_time * 1000000LL;
 }
@@ -513,8 +546,11 @@ static void dp_connect(const char *path) {
 /* -- packets --------------------------------------------------------------------------------- */
 
 static void send_control(struct session *s) {
-    if (s->sock < 0 && (s->sock = open_tx_socket(s)) < 0)
-        return;
+    if (s->sock < 0) {
+        if ((s->sock = open_tx_socket(s)) < 0)
+            return;
+        learn_interface(s);
+    }
     prepare_echo(s);
     struct control c = {
         (1 << 5) | (s->diag & 0x1f),
@@ -801,14 +837,58 @@ static int64_t session_tick_ns(uint32_t fixed_us) {
     return (int64_t)(t < TICK_MIN_US ? TICK_MIN_US : t > TICK_MAX_US ? TICK_MAX_US : t) * 1000;
 }
 
+static int open_feed(const char *path) {
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, 4) < 0) {
+        fprintf(stderr, "fl-bfd: cannot serve the feed at %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return fd;
+}
+
+/* A new watcher gets every session's state; a watcher's hang-up frees its place. */
+static void serve_feed(const struct pollfd *p, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!p[i].revents || p[i].fd == dplane)
+            continue;
+        if (p[i].fd == feed) {
+            int fd = accept4(feed, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            int slot = 0;
+            while (slot < MAX_WATCHERS && watchers[slot] >= 0)
+                slot++;
+            if (fd >= 0 && slot == MAX_WATCHERS)
+                close(fd);
+            else if (fd >= 0) {
+                watchers[slot] = fd;
+                for (int j = 0; j < nsessions; j++)
+                    if (sessions[j].used)
+                        tell(fd, &sessions[j], feed_state(&sessions[j]));
+            }
+            continue;
+        }
+        char drain[64];
+        if (recv(p[i].fd, drain, sizeof(drain), MSG_DONTWAIT) <= 0)
+            for (int j = 0; j < MAX_WATCHERS; j++)
+                if (watchers[j] == p[i].fd) {
+                    close(watchers[j]);
+                    watchers[j] = -1;
+                }
+    }
+}
+
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: fl-bfd SOCKET [tick_us]\n");
+    if (argc < 3 || argc > 4) {
+        fprintf(stderr, "usage: fl-bfd SOCKET FEED [tick_us]\n");
         return 2;
     }
-    uint32_t fixed_tick = argc == 3 ? (uint32_t)strtoul(argv[2], NULL, 10) : 0;
+    uint32_t fixed_tick = argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
+    if ((feed = open_feed(argv[2])) < 0)
+        return 1;
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     signal(SIGPIPE, SIG_IGN);
@@ -834,11 +914,19 @@ int main(int argc, char **argv) {
         }
         /* Ticks fall on multiples of the tick, so all sessions share one wake-up. */
         int64_t next = (now / tick_ns + 1) * tick_ns;
-        struct pollfd p = {dplane, POLLIN, 0};
+        struct pollfd p[2 + MAX_WATCHERS] = {{feed, POLLIN, 0}};
+        int n = 1;
+        for (int i = 0; i < MAX_WATCHERS; i++)
+            if (watchers[i] >= 0)
+                p[n++] = (struct pollfd){watchers[i], POLLIN, 0};
+        if (dplane >= 0)
+            p[n++] = (struct pollfd){dplane, POLLIN, 0};
         struct timespec wait = {(next - now) / 1000000000LL, (next - now) % 1000000000LL};
-        int ready = ppoll(&p, dplane >= 0 ? 1 : 0, &wait, NULL);
+        int ready = ppoll(p, (nfds_t)n, &wait, NULL);
         now = now_ns();
-        if (ready > 0 && !dp_read(now)) {
+        if (ready > 0)
+            serve_feed(p, n);
+        if (ready > 0 && dplane >= 0 && p[n - 1].revents && !dp_read(now)) {
             printf("bfdd closed the data-plane connection\n");
             fflush(stdout);
             dp_drop();

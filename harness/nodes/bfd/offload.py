@@ -18,11 +18,17 @@ if TYPE_CHECKING:
 
 ENGINE = "fl-bfd"
 SOCKET_NAME = "bfdd-dplane.sock"
+FEED_NAME = "fl-bfd-feed.sock"
 TICK_DIVISOR, TICK_MIN_MS, TICK_MAX_MS = 4, 1.0, 25.0  # as in fl_bfd.c
 
 
 def socket_path(run_dir: Path) -> Path:
     return run_dir / SOCKET_NAME
+
+
+def feed_path(run_dir: Path) -> Path:
+    """Where the engine tells watchers (the spray agent) each session's state as it changes."""
+    return run_dir / FEED_NAME
 
 
 def bfdd_args(run_dir: Path) -> tuple[str, ...]:
@@ -33,8 +39,8 @@ def bfdd_args(run_dir: Path) -> tuple[str, ...]:
 def start_engine(node: Node, run_dir: Path, log: Path) -> int:
     """The node's engine, connecting to its bfdd's socket (retrying until bfdd is up)."""
     runtime = node.runtime
-    return runtime.spawn(node.name, [runtime.program(ENGINE), str(socket_path(run_dir))], log,
-                         f"{node.name}/{ENGINE}")
+    return runtime.spawn(node.name, [runtime.program(ENGINE), str(socket_path(run_dir)),
+                                     str(feed_path(run_dir))], log, f"{node.name}/{ENGINE}")
 
 
 def tick_ms(bfd: BfdPlan) -> float:
