@@ -64,6 +64,7 @@ HOST_PREFIX = {2: 32, 10: 128}  # AF_INET, AF_INET6
 RESYNC_EVENTS = {"RTM_NEWLINK", "RTM_DELLINK"}
 BFD_RETRY_S = 1.0
 JOIN_BATCH_S = 0.2
+READ_BUDGET = 256 << 10  # route events parsed per turn (~2,000): a BFD verdict waits no longer
 SO_RCVBUFFORCE = 33  # not exported by the socket module
 EVENT_RCVBUF = 8 << 20  # a plane failure on a large lab changes hundreds of routes at once
 RTPROT_STATIC = 4
@@ -88,13 +89,15 @@ class RouteEvents:
         return self.sock.fileno()
 
     def read(self) -> list[Any] | None:
-        """Every pending message but routes of other tables than main (the agent's own plane
-        routes, thousands at deploy: skipped before pyroute2 parses them); None if the
-        kernel dropped some (the socket overflowed)."""
+        """Pending messages, up to READ_BUDGET bytes a turn, but routes of other tables than
+        main (the agent's own plane routes, thousands at deploy: skipped before pyroute2
+        parses them); None if the kernel dropped some (the socket overflowed)."""
         messages: list[Any] = []
-        while True:
+        taken = 0
+        while taken < READ_BUDGET:
             try:
                 data = self.sock.recv(1 << 20)
+                taken += len(data)
                 kept = b"".join(data[start:end] for start, end in main_table_messages(data))
                 messages += self.marshal.parse(kept) if kept else []
             except BlockingIOError:
@@ -103,6 +106,7 @@ class RouteEvents:
                 if exc.errno == errno.ENOBUFS:
                     return None
                 raise
+        return messages  # more may be queued: the loop comes back once BFD has been heard
 
 
 def main_table_messages(data: bytes) -> Iterator[tuple[int, int]]:
@@ -330,14 +334,17 @@ class Sprayer:
             started = time.monotonic()
             if self.bfd is None:
                 self._connect_bfd()
+            if self.bfd is not None and self.bfd in ready:  # first: a dead plane cannot wait
+                self.on_bfd()
+                self.wanted = spray_sets(self.routes, self.bfd_down)
+                if self.losing():
+                    self.apply(started)
             if self.events in ready:
                 messages = self.events.read()
                 if messages is None:
                     self.resync()  # events were lost: the table itself is the truth
                 for msg in messages or ():
                     self.on_event(msg)
-            if self.bfd is not None and self.bfd in ready:
-                self.on_bfd()
             self.wanted = spray_sets(self.routes, self.bfd_down)
             if self.losing() or (joining is not None and started >= joining + JOIN_BATCH_S):
                 self.apply(started if joining is None else joining)

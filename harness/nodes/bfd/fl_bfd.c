@@ -246,7 +246,10 @@ static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t no
     char peer[INET6_ADDRSTRLEN];
     if (s->state == state)
         return;
-    printf("session %" PRIu32 " peer %s %s: %s -> %s (diag %u)\n", s->cfg.lid,
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    printf("%lld.%03ld session %" PRIu32 " peer %s %s: %s -> %s (diag %u)\n",
+           (long long)wall.tv_sec, wall.tv_nsec / 1000000, s->cfg.lid,
            peer_str(s, peer, sizeof(peer)), s->cfg.ifname, STATE[s->state], STATE[state], diag);
     fflush(stdout);
     int was_up = s->state == UP;
