@@ -18,7 +18,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
-_NLMSGHDR = struct.Struct("=LHHLL")
+NLMSGHDR = struct.Struct("=LHHLL")
 _FLAGS, _FLAGS_OFFSET = struct.Struct("=H"), 6  # nlmsg_flags inside the header
 _IFADDRMSG = struct.Struct("=BBBBI")
 _IFINFOMSG = struct.Struct("=BxHiII")
@@ -37,11 +37,11 @@ def _rtattr(kind: int, payload: bytes) -> bytes:
 def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
     """(type, sequence number, body) of each netlink message in one received buffer."""
     offset = 0
-    while offset + _NLMSGHDR.size <= len(data):
-        length, kind, _, seq, _ = _NLMSGHDR.unpack_from(data, offset)
-        if length < _NLMSGHDR.size:
+    while offset + NLMSGHDR.size <= len(data):
+        length, kind, _, seq, _ = NLMSGHDR.unpack_from(data, offset)
+        if length < NLMSGHDR.size:
             break
-        yield kind, seq, data[offset + _NLMSGHDR.size:offset + length]
+        yield kind, seq, data[offset + NLMSGHDR.size:offset + length]
         offset += (length + 3) & ~3
 
 
@@ -100,13 +100,13 @@ class RtnlBatch:
 
     def _queue_raw(self, kind: int, flags: int, body: bytes, what: str) -> None:
         seq = len(self.pending) + 1
-        header = _NLMSGHDR.pack(_NLMSGHDR.size + len(body), kind, flags, seq, 0)
+        header = NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, flags, seq, 0)
         self.pending.append((seq, what, header + body))
 
     def _queue(self, msg: ifinfmsg, kind: int, flags: int, what: str) -> None:
         """Encode a message with nested attributes through pyroute2's message classes."""
         msg.encode()
-        self._queue_raw(kind, flags, bytes(msg.data)[_NLMSGHDR.size:], what)
+        self._queue_raw(kind, flags, bytes(msg.data)[NLMSGHDR.size:], what)
 
     def add_address(self, index: int, cidr: str) -> None:
         """RTM_NEWADDR packed by hand: the hot path, thousands per lab."""

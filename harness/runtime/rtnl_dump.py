@@ -11,12 +11,11 @@ import socket
 import struct
 
 from harness.runtime.nsenter import rtnl_socket
-from harness.runtime.rtnl_batch import split
+from harness.runtime.rtnl_batch import NLMSGHDR, split
 
 RTM_GETROUTE, RTM_NEWROUTE, NLMSG_DONE, NLMSG_ERROR = 26, 24, 3, 2
 NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 RTA_DST, RTA_TABLE = 1, 15
-_NLMSGHDR = struct.Struct("=LHHLL")
 _RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, proto, scope, type
 _RTATTR = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
@@ -49,7 +48,7 @@ def host_routes(netns_path: str, table: int) -> set[str]:
         found: set[str] = set()
         for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), start=1):
             request = _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
-            sock.send(_NLMSGHDR.pack(_NLMSGHDR.size + len(request), RTM_GETROUTE,
+            sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(request), RTM_GETROUTE,
                                      NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + request)
             done = False
             while not done:

@@ -28,7 +28,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_L
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 
 from harness.runtime.libnft import Nft
+from harness.runtime.rtnl_batch import NLMSGHDR
 from harness.sai.netlink import (
     NLM_F_CREATE,
     NLM_F_REPLACE,
@@ -68,7 +68,6 @@ READ_BUDGET = 256 << 10  # route events parsed per turn (~2,000): a BFD verdict 
 SO_RCVBUFFORCE = 33  # not exported by the socket module
 EVENT_RCVBUF = 8 << 20  # a plane failure on a large lab changes hundreds of routes at once
 RTPROT_STATIC = 4
-NLMSGHDR = struct.Struct("=LHHLL")
 RTM_TABLE_OFFSET = 4  # struct rtmsg: family, dst_len, src_len, tos, table
 
 Hops = dict[int, str]  # plane -> gateway
