@@ -31,7 +31,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,7 @@ from harness.sai.netlink import (
     RTM_NEWROUTE,
     Channel,
     route_message,
+    split_messages,
 )
 from harness.spray.bfd import BfdWatch, EngineWatch
 from harness.spray.ruleset import (
@@ -97,7 +97,7 @@ class RouteEvents:
             try:
                 data = self.sock.recv(1 << 20)
                 taken += len(data)
-                kept = b"".join(data[start:end] for start, end in main_table_messages(data))
+                kept = main_table_messages(data)
                 messages += self.marshal.parse(kept) if kept else []
             except BlockingIOError:
                 return messages
@@ -108,18 +108,13 @@ class RouteEvents:
         return messages  # more may be queued: the loop comes back once BFD has been heard
 
 
-def main_table_messages(data: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of each netlink message in `data` that is not a route of another table
-    (a table above 255 is in RTA_TABLE, with rtm_table = RT_TABLE_COMPAT: skipped too)."""
-    offset = 0
-    while offset + NLMSGHDR.size <= len(data):
-        length, kind = NLMSGHDR.unpack_from(data, offset)[:2]
-        if length < NLMSGHDR.size:
-            return
-        route = kind in (RTM_NEWROUTE, RTM_DELROUTE) and offset + NLMSGHDR.size + 5 <= len(data)
-        if not route or data[offset + NLMSGHDR.size + RTM_TABLE_OFFSET] == RT_TABLE_MAIN:
-            yield offset, offset + length
-        offset += (length + 3) & ~3
+def main_table_messages(data: bytes) -> bytes:
+    """The netlink messages of `data` but routes of other tables than main (a table above
+    255 is in RTA_TABLE, with rtm_table = RT_TABLE_COMPAT: skipped too)."""
+    table_at = NLMSGHDR.size + RTM_TABLE_OFFSET
+    return b"".join(message for kind, _, message in split_messages(data)
+                    if kind not in (RTM_NEWROUTE, RTM_DELROUTE)
+                    or (len(message) > table_at and message[table_at] == RT_TABLE_MAIN))
 
 
 def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]]) -> dict[str, Hops]:
