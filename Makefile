@@ -18,7 +18,7 @@ DOCKER_SUITES := tests/e2e/test_clos.py tests/e2e/test_containerlab.py tests/e2e
 
 .PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean
 
-ENGINES := build/fl-impair build/fl-bfd
+ENGINES := build/fl-impair build/fl-bfd build/fl-probe
 
 setup: debs $(VENV)/.installed $(ENGINES)
 
@@ -47,6 +47,11 @@ build/fl-impair: harness/links/impair/fl_impair.c
 build/fl-bfd: harness/nodes/bfd/fl_bfd.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.tmp $< -lm && mv $@.tmp $@
+
+# The multi-plane host NIC's data-plane path check (harness/spray/probe.py).
+build/fl-probe: harness/spray/fl_probe.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
 
 lab: setup
 	$(LABCTL) destroy -t $(DEFAULT_LAB)

@@ -20,6 +20,7 @@ from harness.lab import Lab, destroy_lab, lab_names
 from harness.nodes.frr import frr_version
 from harness.runtime import RUNTIMES, scratch
 from harness.runtime.mininet import MininetRuntime
+from harness.spray.control import probe_timing, spraying_hosts
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.plan import LabPlan
@@ -101,6 +102,9 @@ def deploy(args: argparse.Namespace) -> int:
     lab = Lab(plan, args.runtime)
     for note in grouped_notes(lab.plan):  # before the bars: what was not taken as it is
         out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
+    if schedule := probe_timing(plan):  # a trade-off when stretched: said up front
+        out.print(f"{'[yellow]note:[/] ' if schedule.stretched else ''}"
+                  f"{escape(schedule.describe(len(spraying_hosts(plan))))}", soft_wrap=True)
     conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout)
     from harness.cli.inspect import print_inspect
     print_inspect(lab)

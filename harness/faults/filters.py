@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from harness.deploy.context import LabContext
 
 PRIORITY = -400  # before conntrack and the spray marks: nothing slips past a fault
+LOSS_SCALE = 10_000  # a random share is drawn from this many: 0.01% steps
 
 
 def table_name(fault_id: int) -> str:
@@ -32,6 +33,20 @@ def blackhole(lab: LabContext, node: str, fault_id: int) -> None:
     _nft(lab, node, f"""table inet {table_name(fault_id)} {{
   chain in {{ type filter hook prerouting priority {PRIORITY}; policy drop; }}
   chain out {{ type filter hook output priority {PRIORITY}; policy drop; }}
+}}
+""")
+
+
+def drop_share(lab: LabContext, node: str, fault_id: int, interfaces: list[str],
+               loss_pct: float) -> None:
+    """The node drops `loss_pct` of what arrives on these interfaces, each packet at random
+    (to 0.01%); everything else is untouched."""
+    ports = ", ".join(f'"{name}"' for name in interfaces)
+    _nft(lab, node, f"""table inet {table_name(fault_id)} {{
+  chain in {{
+    type filter hook prerouting priority {PRIORITY};
+    iifname {{ {ports} }} numgen random mod {LOSS_SCALE} < {round(loss_pct * LOSS_SCALE / 100)} drop
+  }}
 }}
 """)
 

@@ -102,6 +102,11 @@ class Faults:
     def plane_up(self, plane: int) -> Fault:
         return self._undo_matching("plane_down", str(plane))
 
+    def plane_loss(self, plane: int, loss_pct: float) -> Fault:
+        """A gray failure: plane `plane` loses `loss_pct` of its packets; undo with undo()."""
+        return self._inject("plane_loss", f"{plane}, {loss_pct:g}%",
+                            lambda fid: isolation.plane_loss(self.lab, plane, loss_pct, fid))
+
     def bgp_reset(self, node: str, peer: str | None = None) -> Fault:
         target = f"{node}->{peer}" if peer else node
         return self._inject("bgp_reset", target, lambda _: nodes.bgp_reset(self.lab, node, peer))

@@ -1,5 +1,6 @@
-"""Faults that silence part of the fabric while every link stays up: a whole plane, or the
-traffic between two groups of nodes. Only BFD and BGP timers can find them."""
+"""Faults that silence part of the fabric while every link stays up: a whole plane, a share of
+a plane's packets (a gray failure), or the traffic between two groups of nodes. Only BFD, BGP
+timers and the hosts' data-plane probes can find them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 from harness.errors import LabError
 from harness.faults import filters
 from harness.faults.targets import node_addresses
+from harness.topology.schema import Role
 
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
@@ -32,6 +34,25 @@ def plane_down(lab: LabContext, plane: int, fault_id: int) -> Undo:
 
     def undo() -> None:
         for switch in switches:
+            filters.remove(lab, switch, fault_id)
+    return undo
+
+
+def plane_loss(lab: LabContext, plane: int, loss_pct: float, fault_id: int) -> Undo:
+    """A gray plane: its leaves drop `loss_pct` of what hosts send into it, at random. Every
+    packet sprayed into the plane passes one such drop whatever its path, so the plane loses
+    `loss_pct` end to end; BFD, at three misses in a row, rarely notices."""
+    if not 0 < loss_pct <= 100:
+        raise LabError(f"plane loss must be above 0% and at most 100%, not {loss_pct}%")
+    host_ports = {switch: [i.name for i in lab.plan.node(switch).interfaces
+                           if lab.plan.node(i.peer.node).role is Role.host]
+                  for switch in plane_switches(lab, plane)}
+    touched = [switch for switch, ports in host_ports.items() if ports]
+    for switch in touched:
+        filters.drop_share(lab, switch, fault_id, host_ports[switch], loss_pct)
+
+    def undo() -> None:
+        for switch in touched:
             filters.remove(lab, switch, fault_id)
     return undo
 

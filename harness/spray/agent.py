@@ -11,6 +11,11 @@ Two event sources, no polling:
   for every destination, so it leaves every spray set at once, without waiting for bgpd and
   zebra to process the withdrawal; it may return once BFD is up and the routes are back.
 
+- the host's data-plane probes (harness/spray/probe.py), when the lab has them: a peer
+  that stops hearing this host on a plane, or hears it with loss, says so within a few probe
+  intervals, and the plane leaves the spray set to that peer at once; it returns once the
+  peer hears it cleanly for a whole window (and BFD and the routes agree).
+
 Link events re-read the main table (next hops die with their link without a route event).
 A plane leaving a spray set is applied at once (traffic into it is being lost); planes
 joining wait up to JOIN_BATCH_S for more, since a converging lab adds routes one next hop at
@@ -51,6 +56,7 @@ from harness.sai.netlink import (
     split_messages,
 )
 from harness.spray.bfd import BfdWatch, EngineWatch
+from harness.spray.probe import ProbeEngine
 from harness.spray.ruleset import (
     RULE_PREF_BASE,
     nft_ruleset,
@@ -62,7 +68,7 @@ RT_TABLE_MAIN = 254
 RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
 HOST_PREFIX = {2: 32, 10: 128}  # AF_INET, AF_INET6
 RESYNC_EVENTS = {"RTM_NEWLINK", "RTM_DELLINK"}
-BFD_RETRY_S = 1.0
+RETRY_S = 1.0  # reconnect to the BFD feed, restart the probe engine
 JOIN_BATCH_S = 0.2
 READ_BUDGET = 256 << 10  # route events parsed per turn (~2,000): a BFD verdict waits no longer
 SO_RCVBUFFORCE = 33  # not exported by the socket module
@@ -117,14 +123,17 @@ def main_table_messages(data: bytes) -> bytes:
                     or (len(message) > table_at and message[table_at] == RT_TABLE_MAIN))
 
 
-def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]]) -> dict[str, Hops]:
+def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]],
+               drained: dict[str, dict[int, str]]) -> dict[str, Hops]:
     """Per destination, the planes to spray over: those zebra has a next hop on, minus those
-    whose BFD session (of the destination's address family) is down. A destination with no
-    plane left is dropped: the host has no path to it, and must not pretend."""
+    whose BFD session (of the destination's address family) is down and those the probes
+    drained towards it. A destination with no plane left is dropped: the host has no path
+    to it, and must not pretend."""
     wanted = {}
     for dst, hops in routes.items():
         family = 10 if ":" in dst else 2
-        alive = {p: gw for p, gw in hops.items() if (family, p) not in bfd_down}
+        out = drained.get(dst, {})
+        alive = {p: gw for p, gw in hops.items() if (family, p) not in bfd_down and p not in out}
         if alive:
             wanted[dst] = alive
     return wanted
@@ -132,12 +141,15 @@ def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]]) -> dict[
 
 class Sprayer:
     def __init__(self, nic_planes: dict[str, int], state_file: Path,
-                 bfd_feed: dict[str, str]) -> None:
+                 bfd_feed: dict[str, str], probe: dict[str, Any] | None) -> None:
         self.nic_planes = nic_planes
         self.state_file = state_file
         self.bfd_feed = bfd_feed  # {"engine": path} (the BFD offload's feed) or {"bfdd": path}
         self.bfd: BfdWatch | EngineWatch | None = None
         self.bfd_down: set[tuple[int, int]] = set()  # (family, plane) whose BFD is not up
+        self.probe_config = probe  # {"argv": engine argv, "peers": {peer: its addresses}}
+        self.probe: ProbeEngine | None = None
+        self.drained: dict[str, dict[int, str]] = {}  # address -> {plane: why the probes say}
         self.ip = IPRoute()
         self.channel = Channel()  # plane-table routes, many per send
         self.nft = Nft()
@@ -145,7 +157,8 @@ class Sprayer:
         self.plane_of_index: dict[int, int] = {}
         self.routes: dict[str, Hops] = {}  # what the main table offers
         self.wanted: dict[str, Hops] = {}  # minus planes whose BFD is down
-        self.installed: dict[str, Hops] = {}
+        self.installed: dict[str, Hops] = {}  # what nft sprays over
+        self.tables: dict[str, Hops] = {}  # what the plane tables route (probes use them all)
         self.changes = 0
         self.last_reaction_ms: float | None = None
         # dst -> (event, nft switch) on CLOCK_MONOTONIC, which every namespace shares: a test
@@ -213,7 +226,7 @@ class Sprayer:
             (kind, path), = self.bfd_feed.items()
             self.bfd = EngineWatch(path) if kind == "engine" else BfdWatch(path)
         except OSError:
-            self.bfd = None  # not (yet) running: retried every BFD_RETRY_S
+            self.bfd = None  # not (yet) running: retried every RETRY_S
 
     def on_bfd(self) -> None:
         assert self.bfd is not None
@@ -230,6 +243,24 @@ class Sprayer:
                 self.bfd_down.discard(key)
             else:
                 self.bfd_down.add(key)
+
+    def _start_probe(self) -> None:
+        assert self.probe_config is not None
+        self.probe = ProbeEngine(self.probe_config["argv"])
+
+    def on_probe(self) -> None:
+        assert self.probe is not None and self.probe_config is not None
+        verdicts = self.probe.read()
+        if verdicts is None:  # the engine died: its verdicts go with it (restarted shortly)
+            self.probe, self.drained = None, {}
+            return
+        for verdict in verdicts:
+            for address in self.probe_config["peers"].get(verdict.peer, ()):
+                planes = self.drained.setdefault(address, {})
+                if verdict.reason is None:
+                    planes.pop(verdict.plane, None)
+                else:
+                    planes[verdict.plane] = verdict.reason
 
     # -- programming the kernel ---------------------------------------------------------------
 
@@ -270,22 +301,27 @@ class Sprayer:
                    for dst, hops in self.installed.items())
 
     def apply(self, started: float) -> None:
-        """Make the kernel match `wanted`: add routes, then switch nft, then remove routes, so
-        a packet is never marked for a plane whose table cannot route it."""
+        """Make the kernel match: each plane table routes a destination over its plane while
+        zebra has a next hop there (the probes need a drained plane's route to see it heal),
+        and nft sprays over `wanted`. Routes are added before nft switches and removed after,
+        so a packet is never marked for a plane whose table cannot route it."""
         before = {dst: frozenset(h) for dst, h in self.installed.items()}
         after = {dst: frozenset(h) for dst, h in self.wanted.items()}
         self._send_routes(RTM_NEWROUTE, [
-            (dst, plane, gateway) for dst, hops in self.wanted.items()
+            (dst, plane, gateway) for dst, hops in self.routes.items()
             for plane, gateway in hops.items()
-            if self.installed.get(dst, {}).get(plane) != gateway])
+            if self.tables.get(dst, {}).get(plane) != gateway])
         if before != after:
             self.nft.run(nft_ruleset(self.wanted))
         switched = time.monotonic()
         switched_ms = (switched - started) * 1000
         self._send_routes(RTM_DELROUTE, [
-            (dst, plane, gateway) for dst, hops in self.installed.items()
-            for plane, gateway in hops.items() if plane not in self.wanted.get(dst, {})])
+            (dst, plane, gateway) for dst, hops in self.tables.items()
+            for plane, gateway in hops.items() if plane not in self.routes.get(dst, {})])
+        routed, self.tables = self.tables, {dst: dict(h) for dst, h in self.routes.items()}
         if before == after and self.installed == self.wanted:
+            if routed != self.tables:
+                self.write_state()  # `inspect` tells a route gone from a drained plane
             return
         reaction_ms = (time.monotonic() - started) * 1000
         for dst in sorted(before.keys() | after.keys()):
@@ -303,9 +339,12 @@ class Sprayer:
     def write_state(self) -> None:
         state = {"pid": os.getpid(), "updated": time.time(), "changes": self.changes,
                  "bfd_down": sorted({plane for _, plane in self.bfd_down}),
+                 "drained": {dst: planes for dst, planes in sorted(self.drained.items())
+                             if planes},
                  "last_reaction_ms": self.last_reaction_ms, "nics": self.nic_planes,
                  "switched_ns": self.switched_ns,
-                 "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())}}
+                 "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())},
+                 "routes": {dst: sorted(h) for dst, h in sorted(self.routes.items())}}
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         os.replace(tmp, self.state_file)
@@ -315,22 +354,31 @@ class Sprayer:
     def run(self) -> None:
         self.install_rules()
         self._connect_bfd()
+        if self.probe_config:
+            self._start_probe()
         self.resync()
-        self.wanted = spray_sets(self.routes, self.bfd_down)
+        self.wanted = self._wanted()
         self.apply(time.monotonic())
         self.write_state()
         joining: float | None = None  # when the first batched join arrived
         while True:
-            sources = [self.events, *([self.bfd] if self.bfd else [])]
-            waits = [*([] if self.bfd else [BFD_RETRY_S]),
+            verdicts = [v for v in (self.bfd, self.probe) if v is not None]
+            missing = self.bfd is None or (self.probe_config is not None and self.probe is None)
+            waits = [*([RETRY_S] if missing else []),
                      *([] if joining is None else [joining + JOIN_BATCH_S - time.monotonic()])]
-            ready, _, _ = select.select(sources, [], [], max(0.0, min(waits)) if waits else None)
+            ready, _, _ = select.select([self.events, *verdicts], [], [],
+                                        max(0.0, min(waits)) if waits else None)
             started = time.monotonic()
             if self.bfd is None:
                 self._connect_bfd()
-            if self.bfd is not None and self.bfd in ready:  # first: a dead plane cannot wait
-                self.on_bfd()
-                self.wanted = spray_sets(self.routes, self.bfd_down)
+            if self.probe_config and self.probe is None:
+                self._start_probe()
+            if any(v in ready for v in verdicts):  # first: a dead plane cannot wait
+                if self.bfd in ready:
+                    self.on_bfd()
+                if self.probe in ready:
+                    self.on_probe()
+                self.wanted = self._wanted()
                 if self.losing():
                     self.apply(started)
             if self.events in ready:
@@ -339,18 +387,21 @@ class Sprayer:
                     self.resync()  # events were lost: the table itself is the truth
                 for msg in messages or ():
                     self.on_event(msg)
-            self.wanted = spray_sets(self.routes, self.bfd_down)
+            self.wanted = self._wanted()
             if self.losing() or (joining is not None and started >= joining + JOIN_BATCH_S):
                 self.apply(started if joining is None else joining)
                 joining = None
-            elif joining is None and self.wanted != self.installed:
+            elif joining is None and (self.wanted, self.routes) != (self.installed, self.tables):
                 joining = started
+
+    def _wanted(self) -> dict[str, Hops]:
+        return spray_sets(self.routes, self.bfd_down, self.drained)
 
 
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[0]).read_text())
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-    Sprayer(config["nics"], Path(config["state_file"]), config["bfd"]).run()
+    Sprayer(config["nics"], Path(config["state_file"]), config["bfd"], config.get("probe")).run()
     return 0
 
 

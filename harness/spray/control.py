@@ -15,6 +15,7 @@ from harness.errors import LabError
 from harness.nodes.bfd.offload import feed_path
 from harness.nodes.frr import FRR_STATE
 from harness.paths import frr_pathspace
+from harness.spray import probe
 from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 STATE_FILE = "spray.json"
 CONFIG_FILE = "spray-config.json"
 LOG_FILE = "spray.log"
+WAIT_POLL_S = 0.05
 
 
 def nic_planes(plan: LabPlan, node: NodePlan) -> dict[str, int]:
@@ -44,6 +46,27 @@ def spraying_hosts(plan: LabPlan) -> list[NodePlan]:
     return [n for n in plan.nodes if sprays(plan, n)]
 
 
+def probe_timing(plan: LabPlan) -> probe.Timing | None:
+    """The lab's probe schedule, or None when it has no probes (or nothing to spray)."""
+    hosts = spraying_hosts(plan)
+    if plan.probes is None or not hosts:
+        return None
+    planes = {p for host in hosts for p in nic_planes(plan, host).values()}
+    return probe.timing(plan.probes, len(hosts), len(planes))
+
+
+def probe_config(lab: LabContext, node: NodePlan) -> dict[str, Any] | None:
+    """The agent's probe engine: its argv, and each peer's GPU addresses its verdicts cover."""
+    schedule = probe_timing(lab.plan)
+    if schedule is None:
+        return None
+    peers = [n for n in spraying_hosts(lab.plan) if n.name != node.name]
+    argv = probe.command(lab.runtime.program(probe.ENGINE), schedule, str(node.loopback4),
+                         nic_planes(lab.plan, node), [str(p.loopback4) for p in peers])
+    return {"argv": argv, "peers": {str(p.loopback4): [str(a) for a in (p.loopback4, p.loopback6)
+                                                       if a] for p in peers}}
+
+
 def start_sprayer(lab: LabContext, node: NodePlan) -> None:
     """Start the host's agent detached; the runtime records it so destroy ends it."""
     workdir = lab.node_dir(node.name)
@@ -53,7 +76,8 @@ def start_sprayer(lab: LabContext, node: NodePlan) -> None:
     bfd = {"engine": str(feed_path(frr.run_dir))} if frr.offload_bfd else \
         {"bfdd": str(FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock")}
     config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
-                                  "state_file": str(workdir / STATE_FILE), "bfd": bfd}))
+                                  "state_file": str(workdir / STATE_FILE), "bfd": bfd,
+                                  "probe": probe_config(lab, node)}))
     lab.runtime.spawn(node.name, lab.runtime.python("harness.spray.agent", str(config)),
                       workdir / LOG_FILE, f"{node.name}/sprayer")
 
@@ -68,6 +92,8 @@ class SprayView:
     last_reaction_ms: float | None
     switched_ns: dict[str, tuple[int, int]]  # dst -> (event, nft switch), CLOCK_MONOTONIC
     bfd_down: frozenset[int]  # planes whose BFD session (either family) bfdd reports down
+    drained: dict[str, dict[int, str]]  # address -> {plane: "silent" | "loss"}, by the probes
+    routes: dict[str, list[int]]  # address -> planes zebra has a next hop on
 
     def planes_to(self, address: str) -> set[int]:
         return set(self.spray.get(address, ()))
@@ -82,7 +108,10 @@ def read_spray(lab: LabContext, host: str) -> SprayView | None:
                      nics=state["nics"],
                      spray=state["spray"], last_reaction_ms=state["last_reaction_ms"],
                      switched_ns={d: tuple(t) for d, t in state.get("switched_ns", {}).items()},
-                     bfd_down=frozenset(state.get("bfd_down", ())))
+                     bfd_down=frozenset(state.get("bfd_down", ())),
+                     drained={dst: {int(p): why for p, why in planes.items()}
+                              for dst, planes in state.get("drained", {}).items()},
+                     routes=state.get("routes", {}))
 
 
 def planes_to_hosts(lab: LabContext, host: str) -> dict[str, set[int]]:
@@ -116,7 +145,7 @@ def wait_spray(lab: LabContext, want: dict[tuple[str, str], set[int]] | None = N
                                for (s, d), p in sorted(wrong.items())[:6])
             raise LabError(f"lab {lab.plan.name}: spray sets not as expected after "
                            f"{timeout:.0f}s: {detail}")
-        time.sleep(0.05)
+        time.sleep(WAIT_POLL_S)
 
 
 def format_planes(planes: set[int]) -> str:
@@ -130,10 +159,21 @@ def format_planes(planes: set[int]) -> str:
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) or "none"
 
 
+def why_out(view: SprayView, plane: int, addresses: list[str]) -> str:
+    """Why `plane` is out towards these destinations, the most basic cause first."""
+    if plane in view.bfd_down:
+        return "BFD down"
+    if any(plane not in view.routes.get(a, ()) for a in addresses):
+        return "route gone"
+    return "data-plane loss" if any(plane in view.drained.get(a, {}) for a in addresses) \
+        else "route gone"
+
+
 def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
     """`inspect` columns of a spraying host: its plane NICs, the planes it sprays on, and
-    why a plane is out: 'BFD down' (bfdd took it out for every destination) or 'route gone'
-    (zebra has no next hop on it to some destinations: a failure further in the plane)."""
+    why a plane is out: 'BFD down' (BFD took it out for every destination), 'data-plane loss'
+    (peers' probes say it drops their packets) or 'route gone' (zebra has no next hop on it
+    to some destinations: a failure further in the plane)."""
     name = node.name
     nics = nic_planes(lab.plan, node)
     nic_text = f"{len(nics)}x{node.labels.get('nic-speed', '?')}"
@@ -144,9 +184,11 @@ def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
     to_hosts = planes_to_hosts(lab, name)
     everywhere = set.intersection(mine, *to_hosts.values())
     text = f"{len(everywhere)}/{len(mine)} active: {format_planes(everywhere)}"
+    loopback = {n.name: n.loopback4 for n in lab.plan.nodes}
     for plane in sorted(mine - everywhere):
-        reach = sum(1 for planes in to_hosts.values() if plane in planes)
+        out = [loopback[host] for host, planes in to_hosts.items() if plane not in planes]
+        reach = len(to_hosts) - len(out)
         where = f"to {reach}/{len(to_hosts)} hosts" if reach else "out"
-        text += f"; plane {plane} {where}: {'BFD down' if plane in view.bfd_down else 'route gone'}"
+        text += f"; plane {plane} {where}: {why_out(view, plane, out)}"
     return {"state": "running" if everywhere == mine else "degraded", "nics": nic_text,
             "planes": text}

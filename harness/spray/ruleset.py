@@ -6,6 +6,8 @@ strict round robin per packet, not a flow hash. The mark change makes the kernel
 packet, and `ip rule fwmark MARK_BASE+p lookup TABLE_BASE+p` sends it to plane p's table,
 which holds a route to the destination via plane p's NIC only. Destinations that share a spray
 set share one chain, so a plane failure rewrites a handful of map entries, not every rule.
+A packet that already carries a mark (a probe, harness/spray/probe.py, is sent with its
+plane's) keeps it: the chain leaves it alone.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def nft_ruleset(state: SprayState) -> str:
     lines = [f"table inet {NFT_TABLE} {{}}", f"delete table inet {NFT_TABLE}",
              f"table inet {NFT_TABLE} {{"]
     lines += [_spray_chain(s).rstrip("\n") for s in sets]
-    lines += ["  chain out {", "    type route hook output priority mangle; policy accept;"]
+    lines += ["  chain out {", "    type route hook output priority mangle; policy accept;",
+              "    meta mark != 0 accept"]
     for family, elements in by_family.items():
         if elements:
             lines.append(f"    {family} daddr vmap {{ {', '.join(elements)} }}")

@@ -25,6 +25,7 @@ from harness.topology.plan import (
     LabPlan,
     LinkPlan,
     NodePlan,
+    ProbePlan,
     Session,
 )
 from harness.topology.schema import IGNORED_NODE_KEYS, LinkSpec, NodeFields, Role
@@ -141,7 +142,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
             skipped = [c for c in n.exec if c not in node_plans[-1].exec]
             notes += [f"{node_name}: exec {c!r} skipped (its FRR is started by fabric-lab, "
                       "with the daemons its daemons file names)" for c in skipped]
-    bfd = spec.bgp.bfd
+    bfd, probes = spec.bgp.bfd, spec.spray.probes
     return LabPlan(
         name=name or spec.name, source=str(Path(src.file).absolute()),
         keepalive=spec.bgp.keepalive, hold=spec.bgp.hold, nodes=node_plans, links=links,
@@ -149,7 +150,11 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
                     offload=bfd.offload)
-        if bfd else None)
+        if bfd else None,
+        probes=ProbePlan(interval_us=round(probes.interval), misses=probes.misses,
+                         window_us=round(probes.window), drain_pct=probes.drain_loss,
+                         budget_pps=probes.budget_pps)
+        if probes else None)
 
 
 def _filtered(loaded: LoadedTopology, nodes: dict[str, NodeFields],

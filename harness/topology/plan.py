@@ -124,6 +124,16 @@ class BfdPlan(_Plain):
     offload: bool = True  # sessions in fl-bfd, not bfdd's packet loop (harness/nodes/bfd)
 
 
+class ProbePlan(_Plain):
+    """As the topology sets it; harness/spray/probe.py stretches it to the lab's size."""
+
+    interval_us: int
+    misses: int
+    window_us: int
+    drain_pct: float
+    budget_pps: int
+
+
 class LabPlan(_Plain):
     """`runtime` is the one the lab was deployed with; every command reopens it with that."""
 
@@ -133,6 +143,7 @@ class LabPlan(_Plain):
     keepalive: int
     hold: int
     bfd: BfdPlan | None = None
+    probes: ProbePlan | None = None
     nodes: list[NodePlan]
     links: list[LinkPlan]
     sessions: list[Session]

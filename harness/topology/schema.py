@@ -207,10 +207,30 @@ class BgpSettings(_Strict):
     bfd: Bfd | None = None
 
 
+class Probes(_Strict):
+    """The host NIC's data-plane path check on multi-plane hosts (harness/spray/probe.py)."""
+
+    interval: DurationUs = Field(
+        5_000.0, description="a probe to every peer host on every plane this often (a round)")
+    misses: int = Field(3, ge=2, le=100, description="a plane is silent once this many newer "
+                        "rounds arrived on other planes")
+    window: DurationUs = Field(1_000_000.0, description="loss is counted over this long")
+    drain_loss: Percent = Field(1.5, gt=0, le=100, description="a plane losing this share of "
+                                "the window's probes is drained from the spray set")
+    budget_pps: int = Field(
+        20_000, ge=100, description="probes per second of the whole lab at most: a bigger lab "
+        "probes less often (printed at deploy)")
+
+
+class Spray(_Strict):
+    probes: Probes | None = Field(Probes(), description="null: BFD and BGP alone take a plane out")
+
+
 class TopologyFile(_Strict):
     name: str = Field(pattern=LAB_NAME_PATTERN, max_length=LAB_NAME_MAX)
     prefix: str | None = Field(None, description="containerlab's container name prefix")
     mgmt: dict[str, Any] | None = Field(None, description="containerlab's management network")
     addressing: Addressing = Addressing()
     bgp: BgpSettings = BgpSettings()
+    spray: Spray = Spray()
     topology: TopologySpec

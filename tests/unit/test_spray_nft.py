@@ -15,6 +15,8 @@ import pytest
 from harness.spray.ruleset import MARK_BASE, nft_ruleset
 
 ALL = {p: f"10.1.0.{2 * p + 1}" for p in range(8)}
+MARKED_PASS = [{"match": {"op": "!=", "left": {"meta": {"key": "mark"}}, "right": 0}},
+               {"accept": None}]
 
 
 def load_in_kernel(script: str) -> list[dict[str, Any]]:
@@ -57,7 +59,15 @@ def test_every_destination_gets_each_of_its_planes_exactly_once() -> None:
 
 def test_an_empty_spray_set_loads_and_sprays_nothing() -> None:
     items = load_in_kernel(nft_ruleset({"10.0.0.1": {}}))
-    assert not any("rule" in i for i in items)
+    assert sprayed_planes(items) == {}
+    assert [i["rule"]["expr"] for i in items if "rule" in i] == [MARKED_PASS]
+
+
+def test_a_packet_already_steered_to_a_plane_is_left_alone() -> None:
+    """Probes carry their plane's mark: the first rule, before any spraying, lets them pass."""
+    items = load_in_kernel(nft_ruleset({"10.0.0.26": ALL}))
+    first = next(i["rule"] for i in items if "rule" in i and i["rule"]["chain"] == "out")
+    assert first["expr"] == MARKED_PASS
 
 
 def test_a_plane_given_two_slots_is_caught() -> None:

@@ -54,11 +54,21 @@ def test_plane_sets_print_as_ranges():
 
 def test_spray_sets_drop_planes_whose_bfd_is_down_per_family():
     routes = {"10.0.0.27": dict(ALL), "fd00::27": {0: "fe80::1", 3: "fe80::2"}}
-    wanted = spray_sets(routes, {(2, 3), (10, 0)})  # IPv4 BFD down on plane 3, IPv6 on 0
+    wanted = spray_sets(routes, {(2, 3), (10, 0)}, {})  # IPv4 BFD down on plane 3, IPv6 on 0
     assert set(wanted["10.0.0.27"]) == set(range(8)) - {3}
     assert wanted["fd00::27"] == {3: "fe80::2"}
 
 
 def test_a_destination_with_no_healthy_plane_is_not_sprayed():
-    assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, {(2, 3)}) == {}
-    assert spray_sets({"10.0.0.27": {}}, set()) == {}
+    assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, {(2, 3)}, {}) == {}
+    assert spray_sets({"10.0.0.27": {}}, set(), {}) == {}
+    assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, set(), {"10.0.0.27": {3: "loss"}}) == {}
+
+
+def test_planes_the_probes_drained_leave_only_that_destination():
+    routes = {"10.0.0.27": dict(ALL), "fd00::27": dict(ALL), "10.0.0.28": dict(ALL)}
+    drained = {"10.0.0.27": {5: "silent"}, "fd00::27": {5: "silent", 6: "loss"}}
+    wanted = spray_sets(routes, set(), drained)
+    assert set(wanted["10.0.0.27"]) == set(range(8)) - {5}
+    assert set(wanted["fd00::27"]) == set(range(8)) - {5, 6}
+    assert wanted["10.0.0.28"] == ALL
