@@ -7,6 +7,7 @@ is never a path, so no command can resolve to (or remove) anything outside the l
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -64,3 +65,21 @@ def lab_netns_prefix(lab: str) -> str:
 def frr_pathspace(lab: str, node: str) -> str:
     """FRR's `-N` refuses dots, so the pathspace spells the namespace name with colons."""
     return netns_name(lab, node).replace(".", ":")
+
+
+BFD_SOCKETS = Path("/run/fl-bfd")
+
+
+def _token(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def bfd_socket_dir(lab: str, node: str) -> Path:
+    """Where a node's bfdd and its BFD offload meet: bfdd keeps only 63 characters of its
+    --dplaneaddr path, which a lab directory's path outgrows, so the place is short and
+    named by hashes (the lab's first, so a lab's places can be found without its plan)."""
+    return BFD_SOCKETS / f"{_token(lab)}-{_token(node)}"
+
+
+def bfd_socket_dirs(lab: str) -> list[Path]:
+    return sorted(BFD_SOCKETS.glob(f"{_token(lab)}-*"))

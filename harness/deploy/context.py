@@ -13,7 +13,7 @@ from harness.errors import LabError
 from harness.nodes.frr import Frr
 from harness.nodes.kind import NodeKind, resolve_kinds
 from harness.nodes.node import Node
-from harness.paths import frr_pathspace
+from harness.paths import bfd_socket_dir, frr_pathspace
 from harness.runtime.base import Runtime
 from harness.runtime.journal import Journal
 from harness.topology.plan import LabPlan
@@ -48,7 +48,7 @@ class LabContext:
         node = self.node(name)
         offload = bool(self.plan.bfd and self.plan.bfd.offload and not node.plan.user_configured)
         return Frr(node, self.node_dir(name), frr_pathspace(self.plan.name, name),
-                   offload_bfd=offload)
+                   bfd_dir=bfd_socket_dir(self.plan.name, name) if offload else None)
 
     def kind(self, name: str) -> NodeKind:
         """The node's kind, resolved once per context (see harness/nodes/kind.py)."""

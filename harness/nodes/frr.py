@@ -23,7 +23,7 @@ from harness.nodes.bfd.offload import ENGINE, bfdd_args, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
-from harness.paths import FRR_RUN, frr_pathspace
+from harness.paths import FRR_RUN, bfd_socket_dirs, frr_pathspace
 from harness.runtime.journal import Journal
 from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan
@@ -41,18 +41,26 @@ RT_TABLE_MAIN = 254
 
 
 def frr_leftovers(lab: str) -> list[Path]:
-    """FRR's per-pathspace state directories of a lab (outside the lab directory)."""
-    return [Path(p) for p in glob.glob(f"{FRR_STATE}/{frr_pathspace(lab, '')}*")]
+    """FRR's per-pathspace state directories of a lab, and where its bfdds meet their BFD
+    offloads (both outside the lab directory)."""
+    return [*(Path(p) for p in glob.glob(f"{FRR_STATE}/{frr_pathspace(lab, '')}*")),
+            *bfd_socket_dirs(lab)]
 
 
 class Frr:
     def __init__(self, node: Node, workdir: Path, pathspace: str, *,
-                 offload_bfd: bool = False) -> None:
+                 bfd_dir: Path | None = None) -> None:
+        """`bfd_dir`: where bfdd hands its sessions to the node's BFD offload (None: bfdd
+        runs them itself)."""
         self.node = node
         self.workdir = workdir
         self.pathspace = pathspace
         self.daemons = tuple(node.plan.daemons or DAEMONS)  # zebra first
-        self.offload_bfd = offload_bfd and "bfdd" in self.daemons
+        self.bfd_dir = bfd_dir if "bfdd" in self.daemons else None
+
+    @property
+    def offload_bfd(self) -> bool:
+        return self.bfd_dir is not None
 
     @property
     def run_dir(self) -> Path:
@@ -69,8 +77,12 @@ class Frr:
     def prepare(self, config: str) -> None:
         for d in (self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
+        dirs = [str(self.run_dir), str(self.log_dir)]
+        if self.bfd_dir is not None:  # outside the lab directory: made where the node sees it
+            dirs.append(str(self.bfd_dir))
+            self.node.cmd("mkdir", "-p", str(self.bfd_dir))
         # The node's own frr user (an image's may have another uid than the host's).
-        out = self.node.cmd("chown", "frr:frr", str(self.run_dir), str(self.log_dir))
+        out = self.node.cmd("chown", "frr:frr", *dirs)
         if out.returncode != 0:
             raise LabError(f"{self.node.name}: cannot give FRR its directories: "
                            f"{out.stderr.strip()}")
@@ -121,12 +133,13 @@ class Frr:
         journal.path_outside_lab(FRR_STATE / self.pathspace)
         self._start_daemon("zebra", journal, zebra_args)
         self._wait_for(self.run_dir / "zserv.api")
-        if self.offload_bfd:
-            start_engine(self.node, self.run_dir, self.log_dir / f"{ENGINE}.log")
+        if self.bfd_dir is not None:
+            journal.path_outside_lab(self.bfd_dir)
+            start_engine(self.node, self.bfd_dir, self.log_dir / f"{ENGINE}.log")
         for daemon in self.daemons[1:]:
             self._start_daemon(daemon, journal,
-                               bfdd_args(self.run_dir) if daemon == "bfdd" and self.offload_bfd
-                               else ())
+                               bfdd_args(self.bfd_dir)
+                               if daemon == "bfdd" and self.bfd_dir is not None else ())
         for daemon in self.daemons:
             self._wait_for(self.run_dir / f"{daemon}.vty")
         out = self._vtysh_process(["-f", str(self.config_file)])

@@ -73,7 +73,7 @@ def start_sprayer(lab: LabContext, node: NodePlan) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / CONFIG_FILE
     frr = lab.frr(node.name)
-    bfd = {"engine": str(feed_path(frr.run_dir))} if frr.offload_bfd else \
+    bfd = {"engine": str(feed_path(frr.bfd_dir))} if frr.bfd_dir is not None else \
         {"bfdd": str(FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock")}
     config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
                                   "state_file": str(workdir / STATE_FILE), "bfd": bfd,

@@ -9,10 +9,12 @@
  *
  * The receiver judges each plane against the others, never against the clock: a plane is
  * silent once a round MISSES rounds newer than the last it delivered has arrived on another
- * plane, and lossy once it lost DRAIN of the last WINDOW rounds that other planes delivered.
- * A sender or receiver that stalls (a busy CPU) delays every plane alike and judges nothing;
- * only a plane that loses what the others deliver is out. A plane is back once a whole
- * WINDOW of rounds passed with no loss on it.
+ * plane, and lossy once it lost DRAIN more of the last WINDOW rounds than the typical plane
+ * (the median) did. A sender or receiver that stalls (a busy CPU) delays every plane alike,
+ * and loss every plane suffers (a lossy cable model on every link) raises the median with
+ * it: neither drains anything. Only a plane that loses what the others deliver is out, and
+ * one plane is always left. A plane is back once a whole WINDOW of rounds has passed with
+ * it losing no more than the typical plane.
  *
  * The verdict is about the peer -> me direction, but the peer must act on it (it is the one
  * spraying into the plane), so every probe carries the sender's verdicts on the receiver's
@@ -142,12 +144,25 @@ static struct peer *peer_of(struct in_addr addr) {
     return NULL;
 }
 
+/* The lower median of the planes' losses in the window: what a healthy plane loses. */
+static unsigned typical_loss(const struct peer *p) {
+    uint16_t lost[MAX_PLANES];
+    for (int i = 0; i < nplanes; i++) {
+        int j = i;
+        for (; j > 0 && lost[j - 1] > p->rx[i].lost; j--)
+            lost[j] = lost[j - 1];
+        lost[j] = p->rx[i].lost;
+    }
+    return lost[(nplanes - 1) / 2];
+}
+
 static void judge(struct peer *p, int i, uint8_t verdict) {
     struct plane_rx *rx = &p->rx[i];
     if (rx->verdict == verdict)
         return;
-    logf_("from %s plane %d: %s -> %s (lost %u of the last %u rounds)", inet_ntoa(p->addr),
-          plane_id[i], VERDICT[rx->verdict], VERDICT[verdict], rx->lost, window);
+    logf_("from %s plane %d: %s -> %s (lost %u of the last %u rounds, the typical plane %u)",
+          inet_ntoa(p->addr), plane_id[i], VERDICT[rx->verdict], VERDICT[verdict], rx->lost,
+          window, typical_loss(p));
     rx->verdict = verdict;
 }
 
@@ -226,13 +241,14 @@ static void judge_peer(struct peer *p) {
     while ((int32_t)(p->top - misses - p->closed) > 0)
         close_round(p, p->closed + 1);
     int filled = p->closed - p->first >= window;
+    unsigned typical = typical_loss(p);
     for (int j = 0; j < nplanes; j++) {
         struct plane_rx *x = &p->rx[j];
         if (p->top - x->last >= misses)
             judge(p, j, SILENT);
-        else if (x->lost >= drain)
+        else if (x->lost >= typical + drain)
             judge(p, j, LOSSY);
-        else if (x->verdict != OK && x->lost == 0 && filled)
+        else if (x->verdict != OK && x->lost <= typical && filled)
             judge(p, j, OK);
     }
     p->fresh = 0;

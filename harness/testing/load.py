@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import statistics
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 PR_SET_TIMERSLACK = 29
@@ -56,3 +60,17 @@ class WakeupLateness:
                  tb: TracebackType | None) -> None:
         self._stop.set()
         self._thread.join()
+
+
+@contextmanager
+def busy_cpus(count: int) -> Iterator[None]:
+    """`count` processes spinning at normal priority for the duration: the load a CI machine
+    running other jobs puts on a lab's timers."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()

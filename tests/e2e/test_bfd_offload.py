@@ -14,7 +14,7 @@ import pytest
 from harness.lab import Lab
 from harness.nodes.bfd.offload import ENGINE, tick_ms
 from harness.nodes.frr import FRR_STATE
-from harness.paths import frr_pathspace
+from harness.paths import LAB_NAME_MAX, frr_pathspace
 from harness.spray.bfd import BfdWatch
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME
@@ -47,7 +47,7 @@ def pair(name: str, offload: bool) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def offloaded() -> Iterator[Lab]:
-    yield from pair("bfdoffload", True)
+    yield from pair("bfd-offload-longest-name"[:LAB_NAME_MAX], True)  # paths at their longest
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.errors import LabError
+
 if TYPE_CHECKING:
     from harness.nodes.node import Node
     from harness.topology.plan import BfdPlan
@@ -20,27 +22,31 @@ ENGINE = "fl-bfd"
 SOCKET_NAME = "bfdd-dplane.sock"
 FEED_NAME = "fl-bfd-feed.sock"
 TICK_DIVISOR, TICK_MIN_MS, TICK_MAX_MS = 4, 1.0, 25.0  # as in fl_bfd.c
+DPLANE_PATH_MAX = 63  # bfdd (FRR 8.4) silently cuts a longer --dplaneaddr path
 
 
-def socket_path(run_dir: Path) -> Path:
-    return run_dir / SOCKET_NAME
+def socket_path(bfd_dir: Path) -> Path:
+    return bfd_dir / SOCKET_NAME
 
 
-def feed_path(run_dir: Path) -> Path:
+def feed_path(bfd_dir: Path) -> Path:
     """Where the engine tells watchers (the spray agent) each session's state as it changes."""
-    return run_dir / FEED_NAME
+    return bfd_dir / FEED_NAME
 
 
-def bfdd_args(run_dir: Path) -> tuple[str, ...]:
+def bfdd_args(bfd_dir: Path) -> tuple[str, ...]:
     """bfdd listens here; sessions stay in bfdd's own packet loop until the engine connects."""
-    return ("--dplaneaddr", f"unix:{socket_path(run_dir)}")
+    path = str(socket_path(bfd_dir))
+    if len(path) > DPLANE_PATH_MAX:
+        raise LabError(f"{path}: longer than the {DPLANE_PATH_MAX} characters bfdd keeps")
+    return ("--dplaneaddr", f"unix:{path}")
 
 
-def start_engine(node: Node, run_dir: Path, log: Path) -> int:
+def start_engine(node: Node, bfd_dir: Path, log: Path) -> int:
     """The node's engine, connecting to its bfdd's socket (retrying until bfdd is up)."""
     runtime = node.runtime
-    return runtime.spawn(node.name, [runtime.program(ENGINE), str(socket_path(run_dir)),
-                                     str(feed_path(run_dir))], log, f"{node.name}/{ENGINE}")
+    return runtime.spawn(node.name, [runtime.program(ENGINE), str(socket_path(bfd_dir)),
+                                     str(feed_path(bfd_dir))], log, f"{node.name}/{ENGINE}")
 
 
 def tick_ms(bfd: BfdPlan) -> float:
