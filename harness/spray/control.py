@@ -15,7 +15,7 @@ from harness.errors import LabError
 from harness.nodes.bfd.offload import feed_path
 from harness.nodes.frr import FRR_STATE
 from harness.paths import frr_pathspace
-from harness.spray import probe
+from harness.spray import probe, schedule
 from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
 
@@ -46,22 +46,22 @@ def spraying_hosts(plan: LabPlan) -> list[NodePlan]:
     return [n for n in plan.nodes if sprays(plan, n)]
 
 
-def probe_timing(plan: LabPlan) -> probe.Timing | None:
+def probe_timing(plan: LabPlan) -> schedule.Timing | None:
     """The lab's probe schedule, or None when it has no probes (or nothing to spray)."""
     hosts = spraying_hosts(plan)
     if plan.probes is None or not hosts:
         return None
     planes = {p for host in hosts for p in nic_planes(plan, host).values()}
-    return probe.timing(plan.probes, len(hosts), len(planes))
+    return schedule.timing(plan.probes, len(hosts), len(planes))
 
 
 def probe_config(lab: LabContext, node: NodePlan) -> dict[str, Any] | None:
     """The agent's probe engine: its argv, and each peer's GPU addresses its verdicts cover."""
-    schedule = probe_timing(lab.plan)
-    if schedule is None:
+    timing = probe_timing(lab.plan)
+    if timing is None:
         return None
     peers = [n for n in spraying_hosts(lab.plan) if n.name != node.name]
-    argv = probe.command(lab.runtime.program(probe.ENGINE), schedule, str(node.loopback4),
+    argv = schedule.command(lab.runtime.program(probe.ENGINE), timing, str(node.loopback4),
                          nic_planes(lab.plan, node), [str(p.loopback4) for p in peers])
     return {"argv": argv, "peers": {str(p.loopback4): [str(a) for a in (p.loopback4, p.loopback6)
                                                        if a] for p in peers}}

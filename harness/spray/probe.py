@@ -4,69 +4,23 @@ and BGP its timers. BFD and BGP remain the backstop, and decide when a plane may
 
 Each multi-plane host sends every peer host one probe per plane every `interval` (a round);
 the receiver declares a plane silent once `misses` newer rounds came in on other planes, and
-lossy once it lost `drain` of the last `window` rounds the other planes delivered; it tells the
-sender in its own probes, and the sender's agent takes the plane out of its spray set to that
+lossy once it lost `drain` more of the last `window` rounds than the typical plane (the median)
+did; it tells the sender in its own probes, and the sender's agent takes the plane out of its spray set to that
 peer. Judging planes against each other, not against a clock, keeps a stalled CPU from
 draining anything. See docs/design.md for the false-positive rate under random loss.
+
+This module runs in the node (the agent's side: no pydantic there); the lab's schedule and the
+engine's command line are harness/spray/schedule.py's.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
-
-from harness.spray.ruleset import MARK_BASE
-from harness.topology.plan import ProbePlan
 
 ENGINE = "fl-probe"
 PORT = 7471
-MIN_WINDOW = 20  # rounds: fewer cannot tell a lossy plane from bad luck
-MIN_DRAIN = 2  # lost rounds: one is bad luck on any plane
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The probe schedule a lab runs: as configured, unless the lab is too big for it."""
-
-    interval_us: int
-    misses: int
-    window: int  # rounds loss is counted over
-    drain: int  # lost rounds in the window that drain a plane
-    configured_us: int
-
-    @property
-    def detect_ms(self) -> float:
-        """A plane that stops delivering leaves the sender's spray set within this, plus how
-        late the two engines wake: the last round before the failure went out up to an
-        interval earlier, `misses` rounds later the receiver knows, and its next round tells
-        the sender."""
-        return (self.misses + 1) * self.interval_us / 1000
-
-    @property
-    def stretched(self) -> bool:
-        return self.interval_us > self.configured_us
-
-    def describe(self, hosts: int) -> str:
-        text = (f"spray probes: a round every {self.interval_us / 1000:g} ms, a plane drained "
-                f"after {self.misses} missed rounds or {self.drain} lost of {self.window}")
-        if self.stretched:
-            text += (f" (not every {self.configured_us / 1000:g} ms: {hosts} hosts probing each "
-                     "other on every plane stay within the lab's probe budget)")
-        return text
-
-
-def timing(probes: ProbePlan, hosts: int, planes: int) -> Timing:
-    """Every host probes every other on every plane each round; the lab's probes per second
-    stay within its budget by probing less often, never by probing fewer paths."""
-    streams = hosts * (hosts - 1) * planes
-    interval = max(probes.interval_us, math.ceil(streams * 1e6 / probes.budget_pps))
-    window = max(round(probes.window_us / interval), MIN_WINDOW)
-    return Timing(interval_us=interval, misses=probes.misses, window=window,
-                  drain=max(MIN_DRAIN, math.ceil(window * probes.drain_pct / 100)),
-                  configured_us=probes.interval_us)
 
 
 @dataclass(frozen=True)
@@ -76,14 +30,6 @@ class Verdict:
     peer: str  # the peer's IPv4 GPU address
     plane: int
     reason: str | None  # "silent" or "loss" while drained; None once restored
-
-
-def command(program: str, schedule: Timing, source: str, planes: dict[str, int],
-            peers: Sequence[str]) -> list[str]:
-    """The engine's argv (its usage line is in fl_probe.c)."""
-    return [program, str(PORT), str(schedule.interval_us), str(schedule.misses),
-            str(schedule.window), str(schedule.drain), hex(MARK_BASE), source,
-            *(f"{p}={nic}" for nic, p in sorted(planes.items())), "--", *peers]
 
 
 def parse(line: str) -> Verdict:

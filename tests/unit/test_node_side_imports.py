@@ -1,0 +1,30 @@
+"""What runs inside nodes (the SAI agent, the spray agent, the traffic programs) imports only
+what the node images carry: the standard library, pyroute2 and harness itself. A container has
+no pydantic, jinja2, rich or ruamel; an import of one kills the program on docker only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+NODE_MODULES = ("harness.agent.main", "harness.spray.agent", "harness.traffic.sender",
+                "harness.traffic.receiver")
+HOST_ONLY = ("pydantic", "jinja2", "rich", "ruamel")
+
+BLOCKER = f"""
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {HOST_ONLY!r}:
+            raise ModuleNotFoundError(f"{{name}} is not in the node images")
+sys.meta_path.insert(0, Blocker())
+import importlib
+for module in {NODE_MODULES!r}:
+    importlib.import_module(module)
+"""
+
+
+def test_node_programs_import_nothing_the_images_lack() -> None:
+    out = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
