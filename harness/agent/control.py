@@ -1,19 +1,16 @@
 """The agent's control socket: one JSON request per connection, one JSON answer.
 
-`labctl sai` and `labctl inspect` talk to it. Requests: {"cmd": "status" | "dump" | "counters"
-| "trace" | "fault", ...}. The socket lives in the node directory (`sai.sock`), so reaching it
-needs no namespace switch.
+`labctl sai` and `labctl inspect` talk to it (harness/agent/client.py). Requests: {"cmd":
+"status" | "dump" | "counters" | "trace" | "fault", ...}. The socket lives in the node
+directory (`sai.sock`), so reaching it needs no namespace switch.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 from ipaddress import IPv4Address, IPv6Address
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import LabError
 from harness.sai.capacity import TABLES
 from harness.sai.records import Port
 from harness.sai.status import Status
@@ -21,9 +18,6 @@ from harness.sai.types import ObjectType, format_oid
 
 if TYPE_CHECKING:
     from harness.agent.main import Agent
-
-SOCKET_NAME = "sai.sock"
-TIMEOUT_S = 10.0
 
 
 def _plain(value: Any) -> Any:
@@ -103,24 +97,3 @@ def answer(agent: Agent, data: bytes) -> bytes:
     except (ValueError, KeyError, TypeError) as exc:
         reply = {"ok": False, "error": str(exc)}
     return json.dumps(reply).encode() + b"\n"
-
-
-def ask(node_dir: Path, request: dict[str, Any], timeout: float = TIMEOUT_S) -> Any:
-    """Send one request to a node's agent and return its result (LabError if unreachable)."""
-    path = node_dir / SOCKET_NAME
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(str(path))
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            sock.shutdown(socket.SHUT_WR)
-            data = b""
-            while chunk := sock.recv(1 << 16):
-                data += chunk
-    except OSError as exc:
-        raise LabError(f"the SAI agent does not answer on {path}: {exc.strerror or exc}; "
-                       f"see {node_dir / 'agent.log'}") from None
-    reply = json.loads(data)
-    if not reply["ok"]:
-        raise LabError(f"SAI agent: {reply['error']}")
-    return reply["result"]

@@ -23,7 +23,8 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from harness.agent.control import SOCKET_NAME, answer
+from harness.agent.client import SOCKET_NAME
+from harness.agent.control import answer
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.agent.orch import RouteOrch

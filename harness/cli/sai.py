@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.agent.control import ask
+from harness.agent.client import ask
 from harness.cli.access import lab_and_node
 from harness.cli.console import make_console
 from harness.errors import LabError

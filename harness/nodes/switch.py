@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.agent.control import SOCKET_NAME, ask
+from harness.agent.client import SOCKET_NAME, ask
 from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, worse_state

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.control import ask
+from harness.agent.client import ask
 from harness.converge import wait_converged
 from harness.errors import LabError
 from harness.faults import Faults

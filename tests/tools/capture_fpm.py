@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from harness.agent.control import ask  # noqa: E402
+from harness.agent.client import ask  # noqa: E402
 from harness.agent.fpm import FPM_PORT  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 from harness.nodes.frr import FRR_SBIN  # noqa: E402
