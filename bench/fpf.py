@@ -42,12 +42,13 @@ from harness.lab import Lab, destroy_lab
 from harness.spray.control import LOG_FILE, probe_timing, read_spray, spraying_hosts, wait_spray
 from harness.stats import percentile
 from harness.testing import plan_from
-from harness.testing.footprint import memory_mib
+from harness.testing.footprint import footprint, memory_mib
 from harness.testing.load import busy_cpus
 from harness.topology.plan import LabPlan
 from harness.traffic.flow import run_flow
 
 ROOT = Path(__file__).resolve().parents[1]
+IDLE_S = 10.0  # CPU of the converged lab measured over this long
 class DeployFailed(Exception):
     pass
 
@@ -179,12 +180,13 @@ def probe_comparison(base_plan: LabPlan, trials: int, busy: int) -> None:
                 ("BFD only", base_plan.model_copy(update={"probes": None,
                                                           "name": "fpf-bench-bfd"}))]
     results: dict[tuple[str, str], list[float]] = {}
-    with busy_cpus(busy):
-        for label, plan in variants:
-            lab, _ = deploy(plan)
-            try:
-                print(f"{label}: {probes_text(plan)}; {busy} busy processes on "
-                      f"{os.cpu_count()} cores")
+    for label, plan in variants:
+        lab, _ = deploy(plan)
+        try:
+            idle = footprint(lab, lab.node_names, IDLE_S).cpu_cores
+            print(f"{label}: {probes_text(plan)}; the lab idles at {idle:.2f} cores; trials "
+                  f"with {busy} busy processes on {os.cpu_count()} cores")
+            with busy_cpus(busy):
                 for kind in ("plane_down", "leaf_crash"):
                     results[label, kind] = [r["outage_ms"] for r in
                                             failover_trials(lab, trials, kind)]
@@ -192,8 +194,8 @@ def probe_comparison(base_plan: LabPlan, trials: int, busy: int) -> None:
                     gray_trials(lab, min(trials, 10))
                     for loss in (0.1, 1.0):
                         false_drains(lab, loss, 30)
-            finally:
-                lab.destroy()
+        finally:
+            lab.destroy()
     for kind in ("plane_down", "leaf_crash"):
         print(f"{kind} on {base_plan.name} over {trials} trials:")
         for label, _ in variants:

@@ -56,7 +56,7 @@ from harness.sai.netlink import (
     split_messages,
 )
 from harness.spray.bfd import BfdWatch, EngineWatch
-from harness.spray.probe import ProbeEngine
+from harness.spray.probe import EVERY_PEER, ProbeEngine
 from harness.spray.ruleset import (
     RULE_PREF_BASE,
     nft_ruleset,
@@ -150,6 +150,7 @@ class Sprayer:
         self.probe_config = probe  # {"argv": engine argv, "peers": {peer: its addresses}}
         self.probe: ProbeEngine | None = None
         self.drained: dict[str, dict[int, str]] = {}  # address -> {plane: why the probes say}
+        self.everywhere: dict[int, str] = {}  # planes the probes drained towards every address
         self.ip = IPRoute()
         self.channel = Channel()  # plane-table routes, many per send
         self.nft = Nft()
@@ -252,9 +253,14 @@ class Sprayer:
         assert self.probe is not None and self.probe_config is not None
         verdicts = self.probe.read()
         if verdicts is None:  # the engine died: its verdicts go with it (restarted shortly)
-            self.probe, self.drained = None, {}
+            self.probe, self.drained, self.everywhere = None, {}, {}
             return
         for verdict in verdicts:
+            if verdict.peer == EVERY_PEER:
+                if verdict.reason is None:
+                    self.everywhere.pop(verdict.plane, None)
+                else:
+                    self.everywhere[verdict.plane] = verdict.reason
             for address in self.probe_config["peers"].get(verdict.peer, ()):
                 planes = self.drained.setdefault(address, {})
                 if verdict.reason is None:
@@ -339,7 +345,7 @@ class Sprayer:
     def write_state(self) -> None:
         state = {"pid": os.getpid(), "updated": time.time(), "changes": self.changes,
                  "bfd_down": sorted({plane for _, plane in self.bfd_down}),
-                 "drained": {dst: planes for dst, planes in sorted(self.drained.items())
+                 "drained": {dst: planes for dst, planes in sorted(self.probe_drained().items())
                              if planes},
                  "last_reaction_ms": self.last_reaction_ms, "nics": self.nic_planes,
                  "switched_ns": self.switched_ns,
@@ -395,7 +401,14 @@ class Sprayer:
                 joining = started
 
     def _wanted(self) -> dict[str, Hops]:
-        return spray_sets(self.routes, self.bfd_down, self.drained)
+        return spray_sets(self.routes, self.bfd_down, self.probe_drained())
+
+    def probe_drained(self) -> dict[str, dict[int, str]]:
+        """Per destination, the planes the probes took out: towards it, or towards all."""
+        if not self.everywhere:
+            return self.drained
+        return {dst: {**self.everywhere, **self.drained.get(dst, {})}
+                for dst in self.routes.keys() | self.drained.keys()}
 
 
 def main(argv: list[str]) -> int:

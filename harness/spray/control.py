@@ -52,13 +52,16 @@ def probe_timing(plan: LabPlan) -> schedule.Timing | None:
     if plan.probes is None or not hosts:
         return None
     planes = {p for host in hosts for p in nic_planes(plan, host).values()}
-    return schedule.timing(plan.probes, len(hosts), len(planes))
+    bfd = plan.bfd
+    backstop_ms = (min(bfd.interval_ms, bfd.host_echo_ms or bfd.interval_ms) * bfd.multiplier
+                   if bfd else plan.hold * 1000)
+    return schedule.timing(plan.probes, len(hosts), len(planes), backstop_ms)
 
 
 def probe_config(lab: LabContext, node: NodePlan) -> dict[str, Any] | None:
     """The agent's probe engine: its argv, and each peer's GPU addresses its verdicts cover."""
     timing = probe_timing(lab.plan)
-    if timing is None:
+    if timing is None or timing.off:
         return None
     peers = [n for n in spraying_hosts(lab.plan) if n.name != node.name]
     argv = schedule.command(lab.runtime.program(probe.ENGINE), timing, str(node.loopback4),

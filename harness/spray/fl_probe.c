@@ -18,14 +18,19 @@
  *
  * The verdict is about the peer -> me direction, but the peer must act on it (it is the one
  * spraying into the plane), so every probe carries the sender's verdicts on the receiver's
- * planes: "I do not hear you on planes SILENT, I hear you with loss on planes LOSSY". The
- * peer reads them off whichever plane still delivers, one interval later at most. Verdicts
- * older than STALE_ROUNDS rounds (a peer gone quiet on every plane) are dropped: BFD and BGP
- * judge a dead host.
+ * planes: "I do not hear you on planes SILENT, I hear you with loss on planes LOSSY", and how
+ * many of the receiver's probes it lost per plane in its window. The peer reads them off
+ * whichever plane still delivers, one interval later at most. A plane whose probes the peers
+ * that still hear it together lost 2 x DRAIN more of than the typical plane's (a gray failure
+ * on this host's side of the plane: its NIC, cable or leaf port) is drained towards every
+ * destination at once: all peers' counts are evidence, so it is found sooner and with fewer
+ * false alarms than one peer's count can. Verdicts older than STALE_ROUNDS rounds (a peer gone
+ * quiet on every plane) are dropped: BFD and BGP judge a dead host.
  *
  *   fl-probe PORT INTERVAL_US MISSES WINDOW DRAIN MARK_BASE SOURCE PLANE=IFNAME... -- PEER...
  *
- * On stdout, one line per change of what a peer says about my planes (for the spray agent):
+ * On stdout, one line per change of what a peer says about my planes (for the spray agent),
+ * PEER being * for a plane drained towards every destination:
  *   PEER PLANE drain silent|loss
  *   PEER PLANE restore
  * On stderr, the engine's own verdicts with wall-clock times (the log).
@@ -62,6 +67,7 @@ struct probe {
     uint16_t epoch;     /* random per start: a restarted sender's rounds begin anew */
     uint32_t round;
     uint32_t silent, lossy; /* the sender's verdicts on the receiver's planes */
+    uint8_t lost[MAX_PLANES]; /* of the receiver's probes, per plane, lost in the window */
 } __attribute__((packed));
 
 enum { OK, SILENT, LOSSY };
@@ -83,6 +89,7 @@ struct peer {
     uint32_t first, top, closed;
     struct plane_rx rx[MAX_PLANES];
     uint32_t heard_silent, heard_lossy; /* what the peer says about my planes */
+    uint8_t told_lost[MAX_PLANES];      /* and how many of my probes it lost, per plane */
     uint32_t heard_round;               /* my round count when the peer last spoke */
 };
 
@@ -92,6 +99,7 @@ static unsigned plane_ifindex[MAX_PLANES];
 static char plane_if[MAX_PLANES][IF_NAMESIZE];
 static struct peer peers[MAX_PEERS];
 static uint32_t misses, window, drain, round_no;
+static uint8_t everywhere[MAX_PLANES]; /* a plane drained towards every destination */
 static uint16_t port, epoch;
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -234,7 +242,38 @@ static void receive(int i, const struct probe *pr, struct in_addr from) {
         p->top = round;
     p->heard_round = round_no;
     p->fresh = 1;
+    for (int j = 0; j < nplanes; j++)
+        p->told_lost[j] = pr->lost[plane_id[j]];
     tell(p, ntohl(pr->silent), ntohl(pr->lossy));
+}
+
+/* All peers' counts of my probes lost, per plane, against the typical plane's. A peer that
+ * does not hear the plane at all is left out: that is its path (a route gone, its leaf),
+ * and its own verdict already takes the plane out towards it. */
+static void judge_everywhere(void) {
+    unsigned total[MAX_PLANES] = {0}, sorted[MAX_PLANES];
+    for (int k = 0; k < npeers; k++)
+        for (int i = 0; peers[k].known && i < nplanes; i++)
+            if (!(peers[k].heard_silent & 1u << plane_id[i]))
+                total[i] += peers[k].told_lost[i];
+    for (int i = 0; i < nplanes; i++) {
+        int j = i;
+        for (; j > 0 && sorted[j - 1] > total[i]; j--)
+            sorted[j] = sorted[j - 1];
+        sorted[j] = total[i];
+    }
+    unsigned typical = sorted[(nplanes - 1) / 2];
+    for (int i = 0; i < nplanes; i++) {
+        uint8_t now = total[i] >= typical + 2 * drain ? LOSSY
+                      : total[i] <= typical ? OK : everywhere[i];
+        if (now == everywhere[i])
+            continue;
+        logf_("plane %d: %s towards every peer (peers lost %u of my probes, the typical plane %u)",
+              plane_id[i], now == LOSSY ? "drained" : "back", total[i], typical);
+        printf(now == LOSSY ? "* %d drain loss\n" : "* %d restore\n", plane_id[i]);
+        fflush(stdout);
+        everywhere[i] = now;
+    }
 }
 
 static void judge_peer(struct peer *p) {
@@ -280,6 +319,7 @@ static void drain_socket(void) {
     for (int k = 0; k < npeers; k++)
         if (peers[k].fresh)
             judge_peer(&peers[k]);
+    judge_everywhere();
 }
 
 static void send_round(void) {
@@ -291,8 +331,9 @@ static void send_round(void) {
             tell(p, 0, 0);
             p->known = 0;
         }
-        struct probe pr = {htonl(MAGIC), VERSION, 0, epoch, htonl(round_no), 0, 0};
+        struct probe pr = {htonl(MAGIC), VERSION, 0, epoch, htonl(round_no), 0, 0, {0}};
         for (int i = 0; p->known && i < nplanes; i++) {
+            pr.lost[plane_id[i]] = p->rx[i].lost < 255 ? (uint8_t)p->rx[i].lost : 255;
             if (p->rx[i].verdict == SILENT)
                 pr.silent |= 1u << plane_id[i];
             else if (p->rx[i].verdict == LOSSY)

@@ -2,12 +2,12 @@
 it says, tens of milliseconds after a plane stops delivering, where BFD takes its detection time
 and BGP its timers. BFD and BGP remain the backstop, and decide when a plane may return.
 
-Each multi-plane host sends every peer host one probe per plane every `interval` (a round);
-the receiver declares a plane silent once `misses` newer rounds came in on other planes, and
-lossy once it lost `drain` more of the last `window` rounds than the typical plane (the median)
-did; it tells the sender in its own probes, and the sender's agent takes the plane out of its spray set to that
-peer. Judging planes against each other, not against a clock, keeps a stalled CPU from
-draining anything. See docs/design.md for the false-positive rate under random loss.
+Each multi-plane host sends every peer host one probe per plane every `interval` (a round); the
+receiver declares a plane silent once `misses` newer rounds came in on other planes, and lossy
+once it lost `drain` more of the last `window` rounds than the typical plane (the median) did;
+it tells the sender in its own probes, and the sender's agent takes the plane out of its spray
+set to that peer. Judging planes against each other, not against a clock, keeps a stalled CPU
+from draining anything. See docs/design.md for the false-positive rate under random loss.
 
 This module runs in the node (the agent's side: no pydantic there); the lab's schedule and the
 engine's command line are harness/spray/schedule.py's.
@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 ENGINE = "fl-probe"
 PORT = 7471
+EVERY_PEER = "*"  # a verdict's peer when the plane is drained towards every destination
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What a peer says about one of this host's planes towards it."""
 
-    peer: str  # the peer's IPv4 GPU address
+    peer: str  # the peer's IPv4 GPU address, or EVERY_PEER
     plane: int
     reason: str | None  # "silent" or "loss" while drained; None once restored
 

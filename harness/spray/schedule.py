@@ -24,6 +24,7 @@ class Timing:
     window: int  # rounds loss is counted over
     drain: int  # lost rounds in the window, beyond the typical plane's, that drain a plane
     configured_us: int
+    backstop_ms: float  # how soon BFD (or, without it, the BGP hold time) finds a dead plane
 
     @property
     def detect_ms(self) -> float:
@@ -37,17 +38,27 @@ class Timing:
     def stretched(self) -> bool:
         return self.interval_us > self.configured_us
 
+    @property
+    def off(self) -> bool:
+        """Stretched so far that BFD would find a dead plane first: the probes would cost the
+        lab CPU and find nothing sooner, so they do not run."""
+        return self.stretched and self.detect_ms >= self.backstop_ms
+
     def describe(self, hosts: int) -> str:
+        budget = (f"{hosts} hosts probing each other on every plane within the lab's probe "
+                  "budget")
+        if self.off:
+            return (f"spray probes off: {budget} would find a dead plane in "
+                    f"{self.detect_ms:g} ms, no sooner than BFD's {self.backstop_ms:g} ms")
         text = (f"spray probes: a round every {self.interval_us / 1000:g} ms, a plane drained "
                 f"after {self.misses} missed rounds or {self.drain} more lost of {self.window} "
                 "than the typical plane")
         if self.stretched:
-            text += (f" (not every {self.configured_us / 1000:g} ms: {hosts} hosts probing each "
-                     "other on every plane stay within the lab's probe budget)")
+            text += f" (not every {self.configured_us / 1000:g} ms: {budget})"
         return text
 
 
-def timing(probes: ProbePlan, hosts: int, planes: int) -> Timing:
+def timing(probes: ProbePlan, hosts: int, planes: int, backstop_ms: float) -> Timing:
     """Every host probes every other on every plane each round; the lab's probes per second
     stay within its budget by probing less often, never by probing fewer paths."""
     streams = hosts * (hosts - 1) * planes
@@ -55,7 +66,7 @@ def timing(probes: ProbePlan, hosts: int, planes: int) -> Timing:
     window = max(round(probes.window_us / interval), MIN_WINDOW)
     return Timing(interval_us=interval, misses=probes.misses, window=window,
                   drain=max(MIN_DRAIN, math.ceil(window * probes.drain_pct / 100)),
-                  configured_us=probes.interval_us)
+                  configured_us=probes.interval_us, backstop_ms=backstop_ms)
 
 
 def command(program: str, schedule: Timing, source: str, planes: dict[str, int],

@@ -215,8 +215,10 @@ class Probes(_Strict):
     misses: int = Field(3, ge=2, le=100, description="a plane is silent once this many newer "
                         "rounds arrived on other planes")
     window: DurationUs = Field(1_000_000.0, description="loss is counted over this long")
-    drain_loss: Percent = Field(1.5, gt=0, le=100, description="a plane losing this share of "
-                                "the window's probes is drained from the spray set")
+    drain_loss: Percent = Field(
+        2.5, gt=0, le=100, description="a plane losing this share of the window's probes to a "
+        "peer more than the typical plane does is drained towards that peer; twice as many "
+        "lost across all peers drains it towards every destination")
     budget_pps: int = Field(
         20_000, ge=100, description="probes per second of the whole lab at most: a bigger lab "
         "probes less often (printed at deploy)")

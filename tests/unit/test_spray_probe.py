@@ -16,19 +16,26 @@ def test_a_small_fabric_probes_as_configured() -> None:
     schedule = probe_timing(plan(FPF_MINI))
     assert schedule is not None and not schedule.stretched
     assert (schedule.interval_us, schedule.misses, schedule.window, schedule.drain) == \
-        (5000, 3, 200, 3)  # 1.5% of a 1 s window
-    assert schedule.detect_ms == 20.0
+        (5000, 3, 200, 5)  # 2.5% of a 1 s window
+    assert schedule.detect_ms == 20.0 and not schedule.off
 
 
-def test_a_big_fabric_probes_less_often_to_stay_within_the_budget() -> None:
+def test_a_bigger_fabric_probes_less_often_to_stay_within_the_budget() -> None:
+    lab = plan(FpfParams(planes=8, leaves_per_plane=2, spines_per_plane=1, hosts=8))
+    schedule = probe_timing(lab)
+    assert schedule is not None and schedule.stretched and not schedule.off
+    assert lab.probes is not None
+    assert 8 * 7 * 8 * 1e6 / schedule.interval_us <= lab.probes.budget_pps
+    assert "not every 5 ms: 8 hosts" in schedule.describe(8)
+
+
+def test_probes_slower_than_bfd_do_not_run() -> None:
+    """fpf-64 within the budget would probe every 1.6 s: BFD finds a dead plane first."""
     lab = plan(FpfParams(planes=8, leaves_per_plane=4, spines_per_plane=2, hosts=64))
     schedule = probe_timing(lab)
-    assert schedule is not None and schedule.stretched
-    assert lab.probes is not None
-    streams = 64 * 63 * 8
-    assert streams * 1e6 / schedule.interval_us <= lab.probes.budget_pps
+    assert schedule is not None and schedule.off
     assert schedule.window == MIN_WINDOW and schedule.drain >= 2
-    assert "not every 5 ms: 64 hosts" in schedule.describe(64)
+    assert "spray probes off" in schedule.describe(64)
 
 
 def test_probes_can_be_turned_off() -> None:
