@@ -148,7 +148,8 @@ def gray_trials(lab: Lab, trials: int, loss_pct: float = 5.0) -> None:
 
 def false_drains(lab: Lab, loss_pct: float, seconds: float) -> None:
     """Every plane loses `loss_pct` (uniform background loss, no plane worse than the
-    others): count the planes the probes drain anyway, from the engines' verdict logs."""
+    others): count the planes the probes drain anyway (towards one peer or towards every
+    destination), from the engines' verdict logs."""
     hosts = [n.name for n in spraying_hosts(lab.plan)]
     planes = sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
     logs = [lab.node_dir(h) / LOG_FILE for h in hosts]
@@ -160,7 +161,8 @@ def false_drains(lab: Lab, loss_pct: float, seconds: float) -> None:
         time.sleep(seconds)
     finally:
         faults.undo_all()
-    drains = sum(line.count(" ok -> ") for log, mark in zip(logs, marks, strict=True)
+    drains = sum(" ok -> " in line or "drained towards every peer" in line
+                 for log, mark in zip(logs, marks, strict=True)
                  for line in log.read_text()[mark:].splitlines())
     streams = len(hosts) * (len(hosts) - 1) * len(planes)
     print(f"background loss {loss_pct:g}% on every plane for {seconds:.0f} s: {drains} planes "
