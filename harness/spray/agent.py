@@ -1,6 +1,6 @@
 """The spray agent: one per multi-plane host, running inside the host's namespace.
 
-Two event sources, no polling:
+Three event sources, no polling:
 - rtnetlink route events: a route to a host prefix in the main table names, through its next
   hops, the planes a destination is reachable on. When a plane's path breaks anywhere (a leaf
   uplink, a spine), BGP withdraws, zebra replaces the route without that next hop, and the
@@ -10,11 +10,11 @@ Two event sources, no polling:
   itself): when the BFD session on a plane NIC goes down, that plane is dead
   for every destination, so it leaves every spray set at once, without waiting for bgpd and
   zebra to process the withdrawal; it may return once BFD is up and the routes are back.
-
 - the host's data-plane probes (harness/spray/probe.py), when the lab has them: a peer
   that stops hearing this host on a plane, or hears it with loss, says so within a few probe
-  intervals, and the plane leaves the spray set to that peer at once; it returns once the
-  peer hears it cleanly for a whole window (and BFD and the routes agree).
+  intervals, and the plane leaves the spray set to that peer (or, lossy to all peers, to every
+  destination) at once; it returns once the peers hear it cleanly for a whole window (and
+  BFD and the routes agree).
 
 Link events re-read the main table (next hops die with their link without a route event).
 A plane leaving a spray set is applied at once (traffic into it is being lost); planes
@@ -157,7 +157,7 @@ class Sprayer:
         self.events = RouteEvents()
         self.plane_of_index: dict[int, int] = {}
         self.routes: dict[str, Hops] = {}  # what the main table offers
-        self.wanted: dict[str, Hops] = {}  # minus planes whose BFD is down
+        self.wanted: dict[str, Hops] = {}  # minus planes BFD or the probes took out
         self.installed: dict[str, Hops] = {}  # what nft sprays over
         self.tables: dict[str, Hops] = {}  # what the plane tables route (probes use them all)
         self.changes = 0
@@ -256,13 +256,10 @@ class Sprayer:
             self.probe, self.drained, self.everywhere = None, {}, {}
             return
         for verdict in verdicts:
-            if verdict.peer == EVERY_PEER:
-                if verdict.reason is None:
-                    self.everywhere.pop(verdict.plane, None)
-                else:
-                    self.everywhere[verdict.plane] = verdict.reason
-            for address in self.probe_config["peers"].get(verdict.peer, ()):
-                planes = self.drained.setdefault(address, {})
+            concerned = [self.everywhere] if verdict.peer == EVERY_PEER else [
+                self.drained.setdefault(address, {})
+                for address in self.probe_config["peers"].get(verdict.peer, ())]
+            for planes in concerned:
                 if verdict.reason is None:
                     planes.pop(verdict.plane, None)
                 else:
