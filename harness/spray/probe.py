@@ -7,7 +7,7 @@ receiver declares a plane silent once `misses` newer rounds came in on other pla
 once it lost `drain` more of the last `window` rounds than the typical plane (the median) did;
 it tells the sender in its own probes, and the sender's agent takes the plane out of its spray
 set to that peer. Judging planes against each other, not against a clock, keeps a stalled CPU
-from draining anything. See docs/design.md for the false-positive rate under random loss.
+from draining anything. The README (FPF lab) gives the false-positive rate under random loss.
 
 This module runs in the node (the agent's side: no pydantic there); the lab's schedule and the
 engine's command line are harness/spray/schedule.py's.
