@@ -59,10 +59,6 @@ class Frr:
         self.bfd_dir = bfd_dir if "bfdd" in self.daemons else None
 
     @property
-    def offload_bfd(self) -> bool:
-        return self.bfd_dir is not None
-
-    @property
     def run_dir(self) -> Path:
         return self.workdir / FRR_RUN
 
