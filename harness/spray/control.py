@@ -65,7 +65,7 @@ def probe_config(lab: LabContext, node: NodePlan) -> dict[str, Any] | None:
         return None
     peers = [n for n in spraying_hosts(lab.plan) if n.name != node.name]
     argv = schedule.command(lab.runtime.program(probe.ENGINE), timing, str(node.loopback4),
-                         nic_planes(lab.plan, node), [str(p.loopback4) for p in peers])
+                            nic_planes(lab.plan, node), [str(p.loopback4) for p in peers])
     return {"argv": argv, "peers": {str(p.loopback4): [str(a) for a in (p.loopback4, p.loopback6)
                                                        if a] for p in peers}}
 
@@ -166,10 +166,10 @@ def why_out(view: SprayView, plane: int, addresses: list[str]) -> str:
     """Why `plane` is out towards these destinations, the most basic cause first."""
     if plane in view.bfd_down:
         return "BFD down"
-    if any(plane not in view.routes.get(a, ()) for a in addresses):
-        return "route gone"
-    return "data-plane loss" if any(plane in view.drained.get(a, {}) for a in addresses) \
-        else "route gone"
+    routed = all(plane in view.routes.get(a, ()) for a in addresses)
+    if routed and any(plane in view.drained.get(a, {}) for a in addresses):
+        return "data-plane loss"
+    return "route gone"
 
 
 def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
