@@ -152,16 +152,24 @@ static struct peer *peer_of(struct in_addr addr) {
     return NULL;
 }
 
-/* The lower median of the planes' losses in the window: what a healthy plane loses. */
-static unsigned typical_loss(const struct peer *p) {
-    uint16_t lost[MAX_PLANES];
+/* The lower median of one count per plane: what a healthy plane shows. */
+static unsigned typical(const unsigned *count) {
+    unsigned sorted[MAX_PLANES];
     for (int i = 0; i < nplanes; i++) {
         int j = i;
-        for (; j > 0 && lost[j - 1] > p->rx[i].lost; j--)
-            lost[j] = lost[j - 1];
-        lost[j] = p->rx[i].lost;
+        for (; j > 0 && sorted[j - 1] > count[i]; j--)
+            sorted[j] = sorted[j - 1];
+        sorted[j] = count[i];
     }
-    return lost[(nplanes - 1) / 2];
+    return sorted[(nplanes - 1) / 2];
+}
+
+/* What a healthy plane loses of this peer's probes in the window. */
+static unsigned typical_loss(const struct peer *p) {
+    unsigned lost[MAX_PLANES];
+    for (int i = 0; i < nplanes; i++)
+        lost[i] = p->rx[i].lost;
+    return typical(lost);
 }
 
 static void judge(struct peer *p, int i, uint8_t verdict) {
@@ -251,25 +259,19 @@ static void receive(int i, const struct probe *pr, struct in_addr from) {
  * does not hear the plane at all is left out: that is its path (a route gone, its leaf),
  * and its own verdict already takes the plane out towards it. */
 static void judge_everywhere(void) {
-    unsigned total[MAX_PLANES] = {0}, sorted[MAX_PLANES];
+    unsigned total[MAX_PLANES] = {0};
     for (int k = 0; k < npeers; k++)
         for (int i = 0; peers[k].known && i < nplanes; i++)
             if (!(peers[k].heard_silent & 1u << plane_id[i]))
                 total[i] += peers[k].told_lost[i];
+    unsigned usual = typical(total);
     for (int i = 0; i < nplanes; i++) {
-        int j = i;
-        for (; j > 0 && sorted[j - 1] > total[i]; j--)
-            sorted[j] = sorted[j - 1];
-        sorted[j] = total[i];
-    }
-    unsigned typical = sorted[(nplanes - 1) / 2];
-    for (int i = 0; i < nplanes; i++) {
-        uint8_t now = total[i] >= typical + 2 * drain ? LOSSY
-                      : total[i] <= typical ? OK : everywhere[i];
+        uint8_t now = total[i] >= usual + 2 * drain ? LOSSY
+                      : total[i] <= usual ? OK : everywhere[i];
         if (now == everywhere[i])
             continue;
         logf_("plane %d: %s towards every peer (peers lost %u of my probes, the typical plane %u)",
-              plane_id[i], now == LOSSY ? "drained" : "back", total[i], typical);
+              plane_id[i], now == LOSSY ? "drained" : "back", total[i], usual);
         printf(now == LOSSY ? "* %d drain loss\n" : "* %d restore\n", plane_id[i]);
         fflush(stdout);
         everywhere[i] = now;
@@ -280,14 +282,14 @@ static void judge_peer(struct peer *p) {
     while ((int32_t)(p->top - misses - p->closed) > 0)
         close_round(p, p->closed + 1);
     int filled = p->closed - p->first >= window;
-    unsigned typical = typical_loss(p);
+    unsigned usual = typical_loss(p);
     for (int j = 0; j < nplanes; j++) {
         struct plane_rx *x = &p->rx[j];
         if (p->top - x->last >= misses)
             judge(p, j, SILENT);
-        else if (x->lost >= typical + drain)
+        else if (x->lost >= usual + drain)
             judge(p, j, LOSSY);
-        else if (x->verdict != OK && x->lost <= typical && filled)
+        else if (x->verdict != OK && x->lost <= usual && filled)
             judge(p, j, OK);
     }
     p->fresh = 0;
