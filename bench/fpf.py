@@ -74,6 +74,13 @@ def deploy(plan: LabPlan) -> tuple[Lab, dict[str, float]]:
     return lab, {k: v - start for k, v in marks.items()}
 
 
+def ends_and_planes(lab: Lab) -> tuple[str, str, list[int]]:
+    """The first and last spraying host (first and last leaf: every plane's path crosses a
+    spine), and the lab's planes."""
+    hosts = [n.name for n in spraying_hosts(lab.plan)]
+    return hosts[0], hosts[-1], sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
+
+
 def trial_fault(lab: Lab, faults: Faults, kind: str, src: str, plane: int) -> Callable[[], object]:
     """plane_down: the whole plane drops everything; leaf_crash: src's leaf on the plane."""
     if kind == "plane_down":
@@ -84,9 +91,7 @@ def trial_fault(lab: Lab, faults: Faults, kind: str, src: str, plane: int) -> Ca
 
 
 def failover_trials(lab: Lab, trials: int, kind: str = "plane_down") -> list[dict[str, float]]:
-    hosts = [n.name for n in spraying_hosts(lab.plan)]
-    src, dst = hosts[0], hosts[-1]  # first and last leaf: every plane's path crosses a spine
-    planes = sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
+    src, dst, planes = ends_and_planes(lab)
     faults = Faults(lab)
     results = []
     try:
@@ -117,9 +122,7 @@ def summary(outages: list[float]) -> str:
 def gray_trials(lab: Lab, trials: int, loss_pct: float = 5.0) -> None:
     """A plane losing `loss_pct`: time until src no longer sprays into it, and until it is
     back once clean (no traffic needed: the probes are the evidence)."""
-    hosts = [n.name for n in spraying_hosts(lab.plan)]
-    src, dst = hosts[0], hosts[-1]
-    planes = sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
+    src, dst, planes = ends_and_planes(lab)
     faults = Faults(lab)
     drained, restored = [], []
     try:
@@ -151,7 +154,7 @@ def false_drains(lab: Lab, loss_pct: float, seconds: float) -> None:
     others): count the planes the probes drain anyway (towards one peer or towards every
     destination), from the engines' verdict logs."""
     hosts = [n.name for n in spraying_hosts(lab.plan)]
-    planes = sorted({n.plane for n in lab.plan.nodes if n.plane is not None})
+    *_, planes = ends_and_planes(lab)
     logs = [lab.node_dir(h) / LOG_FILE for h in hosts]
     marks = [log.stat().st_size for log in logs]
     faults = Faults(lab)

@@ -122,22 +122,29 @@ static void logf_(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
-static int open_socket(struct in_addr source, uint16_t port_, const char *what) {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0), one = 1, rcvbuf = RCVBUF;
+/* A UDP socket from the host's GPU address (port 0: any), or -1 with errno set. */
+static int open_socket(struct in_addr source, uint16_t port_) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port_), .sin_addr = source};
+    return fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) ? -1 : fd;
+}
+
+/* Every plane's probes arrive here; the ingress NIC (IP_PKTINFO) names the plane. */
+static int open_receiver(struct in_addr source) {
+    int fd = open_socket(source, port), one = 1, rcvbuf = RCVBUF;
     if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) ||
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) ||
-        bind(fd, (struct sockaddr *)&sa, sizeof sa)) {
-        fprintf(stderr, "fl-probe: %s socket: %s\n", what, strerror(errno));
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf)) {
+        fprintf(stderr, "fl-probe: receive socket: %s\n", strerror(errno));
         return -1;
     }
     return fd;
 }
 
+/* A plane's probes leave with its mark, so policy routing takes them down its table. */
 static int open_plane(int i, struct in_addr source, uint32_t mark) {
-    int fd = open_socket(source, 0, plane_if[i]);
-    if (fd >= 0 && (!(plane_ifindex[i] = if_nametoindex(plane_if[i])) ||
-                    setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark))) {
+    int fd = open_socket(source, 0);
+    if (fd < 0 || !(plane_ifindex[i] = if_nametoindex(plane_if[i])) ||
+        setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark)) {
         fprintf(stderr, "fl-probe: plane %d (%s): %s\n", plane_id[i], plane_if[i],
                 strerror(errno));
         return -1;
@@ -385,14 +392,14 @@ int main(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* the spray agent's helper: gone with it */
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
-    if ((rx_sock = open_socket(source, port, "receive")) < 0)
+    if ((rx_sock = open_receiver(source)) < 0)
         return 1;
     for (int i = 0; i < nplanes; i++)
         if ((tx_sock[i] = open_plane(i, source, mark_base + (uint32_t)plane_id[i])) < 0)
             return 1;
     logf_("fl-probe: %d planes, %d peers, a round every %" PRId64 " us; silent after %u "
-          "rounds, drained at %u lost of %u", nplanes, npeers, interval / 1000, misses, drain,
-          window);
+          "rounds, lossy at %u more lost of %u than the typical plane", nplanes, npeers,
+          interval / 1000, misses, drain, window);
     struct pollfd p = {rx_sock, POLLIN, 0};
     int64_t next = now_ns();
     while (!stop) {
