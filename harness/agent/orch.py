@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from ipaddress import ip_network
 from typing import Any
 
 from harness.agent.decode import (
@@ -28,8 +27,9 @@ from harness.agent.decode import (
     RouteUpdate,
 )
 from harness.sai.records import NextHop, NextHopGroupMember, RouteEntry
+from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
-from harness.sai.types import NULL_OID, ObjectType, RouteKey, oid_type
+from harness.sai.types import NULL_OID, IpPrefix, ObjectType, RouteKey, oid_type
 
 T = ObjectType
 log = logging.getLogger("agent.orch")
@@ -131,11 +131,16 @@ class RouteOrch:
     # -- programming ----------------------------------------------------------------------
 
     def _program(self, changes: dict[str, RouteUpdate | RouteDelete]) -> None:
+        """Routes of one batch mostly share a zebra nexthop (a FIB download: thousands of
+        routes via one group), so a nexthop's target and its SAI object are worked out once."""
         creates: list[tuple[str, RouteKey, Target, dict[str, Any]]] = []
         sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]] = []
         removes: list[tuple[str, RouteKey]] = []
+        by_nexthop: dict[int, Target | str] = {}
+        objects: dict[Target, tuple[int | None, dict[str, Any]]] = {}
         for prefix, change in changes.items():
-            self.stale.discard(prefix)
+            if self.stale:
+                self.stale.discard(prefix)
             if isinstance(change, RouteDelete):
                 self.wanted.pop(prefix, None)
                 self.failed.pop(prefix, None)
@@ -144,26 +149,34 @@ class RouteOrch:
                     removes.append((prefix, self._key(change)))
                 continue
             self.wanted[prefix] = change
-            target = self.resolve(change)
+            if change.nh_id and not change.blackhole:
+                target = by_nexthop.get(change.nh_id) or by_nexthop.setdefault(
+                    change.nh_id, self.resolve(change))
+            else:
+                target = self.resolve(change)
             if isinstance(target, str):
                 self.skipped[prefix] = target
                 self.failed.pop(prefix, None)
                 if prefix in self.programmed:
                     removes.append((prefix, self._key(change)))
                 continue
-            self.skipped.pop(prefix, None)
+            if self.skipped:
+                self.skipped.pop(prefix, None)
             current = self.programmed.get(prefix)
             if current == target:
-                self.failed.pop(prefix, None)
+                if self.failed:
+                    self.failed.pop(prefix, None)
                 self.calls_saved += 1
                 continue
-            oid = self._ensure(target)
+            if target not in objects:
+                oid = self._ensure(target)
+                objects[target] = oid, (
+                    {"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION": DROP_ACTION} if target == DROP
+                    else {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": oid})
+            oid, attrs = objects[target]
             if oid is None:
                 self.failed[prefix] = "next hop objects could not be created"
-                continue
-            if current is None:
-                attrs = ({"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION": DROP_ACTION} if target == DROP
-                         else {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": oid})
+            elif current is None:
                 creates.append((prefix, self._key(change), target, attrs))
             else:
                 sets.append((prefix, self._key(change), target,
@@ -182,11 +195,12 @@ class RouteOrch:
         return [("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID", oid)]
 
     def _key(self, change: RouteUpdate | RouteDelete) -> RouteKey:
-        return RouteKey(self.sai.default_vr, change.network or ip_network(change.prefix))
+        return RouteKey(self.sai.default_vr, change.destination or IpPrefix.parse(change.prefix))
 
     def _commit(self, creates: list[tuple[str, RouteKey, Target, dict[str, Any]]],
                 sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]],
                 removes: list[tuple[str, RouteKey]]) -> None:
+        """Removes, creates and sets each go to SAI as one bulk call."""
         if removes:
             for (prefix, _), status in zip(removes, self.sai.remove_bulk(
                     [key for _, key in removes]), strict=True):
@@ -199,16 +213,20 @@ class RouteOrch:
                                            [(key, attrs) for _, key, _, attrs in creates])
             for (prefix, _, target, _), (status, _ref) in zip(creates, results, strict=True):
                 self._settle(prefix, target, status)
-        for prefix, key, target, steps in sets:
-            statuses = self.sai.set_bulk([(key, n, v) for n, v in steps])
-            bad = next((s for s in statuses if not s.ok), None)
-            self._settle(prefix, target if bad is None else self.programmed[prefix],
-                         bad or statuses[0])
+        if sets:
+            statuses = iter(self.sai.set_bulk([(key, name, value) for _, key, _, steps in sets
+                                               for name, value in steps]))
+            for prefix, _, target, steps in sets:
+                mine = [next(statuses) for _ in steps]
+                bad = next((s for s in mine if not s.ok), None)
+                self._settle(prefix, target if bad is None else self.programmed[prefix],
+                             bad or mine[0])
 
-    def _settle(self, prefix: str, target: Target, status: Any) -> None:
-        if status.ok:
+    def _settle(self, prefix: str, target: Target, status: Status) -> None:
+        if status is Status.SUCCESS:
             self.programmed[prefix] = target
-            self.failed.pop(prefix, None)
+            if self.failed:
+                self.failed.pop(prefix, None)
         else:
             self.failed[prefix] = str(status)
 

@@ -19,7 +19,8 @@ profiles (xoff/headroom), DSCP->TC and TC->queue maps, router interface MAC/MTU.
 from __future__ import annotations
 
 import socket
-from ipaddress import ip_address, ip_network
+from collections.abc import Callable
+from ipaddress import ip_address
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -43,7 +44,7 @@ from harness.sai.netlink import (
     pack_address,
     pack_group,
     pack_seg6_encap,
-    route_message,
+    route_encoder,
     rtmsg_nh,
     unpack_address,
     unpack_group,
@@ -59,7 +60,7 @@ from harness.sai.records import (
     Srv6SidList,
 )
 from harness.sai.status import Status
-from harness.sai.types import NULL_OID, NeighborKey, ObjectType, RouteKey, oid_type
+from harness.sai.types import NULL_OID, IpPrefix, NeighborKey, ObjectType, RouteKey, oid_type
 
 SAI_TABLE = 252  # the FIB the agent programs; ip rules make it the one that forwards
 RTPROT_SAI = 250  # protocol of every route and nexthop this backend owns
@@ -120,7 +121,7 @@ class KernelBackend:
                 self._materialize(group)
         if routes:
             first = self.channel.reserve(len(routes))
-            messages = [self._route_message(op, first + n) for n, (_, op) in enumerate(routes)]
+            messages = self._route_messages([op for _, op in routes], first)
             for (i, op), err in zip(routes, self.channel.request_many(messages, first),
                                     strict=True):
                 statuses[i] = (Status.SUCCESS if op.new is None and err in _GONE
@@ -151,24 +152,35 @@ class KernelBackend:
 
     # -- routes ---------------------------------------------------------------------------
 
-    def _route_message(self, op: Op, seq: int) -> bytes:
-        key: RouteKey = op.ref  # type: ignore[assignment]
-        dst, plen = key.destination.network_address.packed, key.destination.prefixlen
+    def _route_encoder(self, op: Op) -> Callable[[int, bytes, int], bytes]:
+        """How to write this route's request: a function of the record alone (and of the
+        handles and groups already in place), so the routes sharing one encode alike."""
         if op.new is None:
-            return route_message(RTM_DELROUTE, 0, seq, dst, plen, self.table, RTPROT_SAI)
+            return route_encoder(RTM_DELROUTE, 0, self.table, RTPROT_SAI)
         route: RouteEntry = op.new  # type: ignore[assignment]
         flags = NLM_F_CREATE | NLM_F_REPLACE
         target = route.next_hop_id
         kind = oid_type(target) if target else None
         if route.packet_action != "SAI_PACKET_ACTION_FORWARD" or kind is None or (
                 kind is ObjectType.NEXT_HOP_GROUP and target not in self._live_groups):
-            return route_message(RTM_NEWROUTE, flags, seq, dst, plen, self.table, RTPROT_SAI,
-                                 blackhole=True)
+            return route_encoder(RTM_NEWROUTE, flags, self.table, RTPROT_SAI, blackhole=True)
         if kind is ObjectType.ROUTER_INTERFACE:
-            return route_message(RTM_NEWROUTE, flags, seq, dst, plen, self.table, RTPROT_SAI,
+            return route_encoder(RTM_NEWROUTE, flags, self.table, RTPROT_SAI,
                                  oif=self._lane_of_rif(target))
-        return route_message(RTM_NEWROUTE, flags, seq, dst, plen, self.table, RTPROT_SAI,
+        return route_encoder(RTM_NEWROUTE, flags, self.table, RTPROT_SAI,
                              nh_id=self.handles[target])
+
+    def _route_messages(self, ops: list[Op], first_seq: int) -> list[bytes]:
+        """Requests for route ops; one encoder per distinct record (records are shared)."""
+        encoders: dict[int, Callable[[int, bytes, int], bytes]] = {}
+        messages = []
+        for seq, op in enumerate(ops, first_seq):
+            encoder = encoders.get(id(op.new))
+            if encoder is None:
+                encoder = encoders[id(op.new)] = self._route_encoder(op)
+            destination = op.ref.destination  # type: ignore[union-attr]
+            messages.append(encoder(seq, destination.packed, destination.length))
+        return messages
 
     def _repair(self, op: Op) -> Status:
         """The kernel deletes nexthops (and the routes using them) when their port goes down,
@@ -188,7 +200,7 @@ class KernelBackend:
         else:
             return Status.INVALID_PARAMETER
         seq = self.channel.reserve(1)
-        return _status(self.channel.request_many([self._route_message(op, seq)], seq)[0])
+        return _status(self.channel.request_many(self._route_messages([op], seq), seq)[0])
 
     def _reprogram_routes(self, target: int) -> Status:
         assert self.view is not None
@@ -396,8 +408,8 @@ class KernelBackend:
                 if (msg.get_attr("RTA_TABLE") != self.table or msg["proto"] != RTPROT_SAI
                         or msg.get_attr("RTA_ENCAP_TYPE") is not None):
                     continue
-                prefix = str(ip_network(f"{msg.get_attr('RTA_DST') or _any(family)}/"
-                                        f"{msg['dst_len']}"))
+                prefix = str(IpPrefix.parse(f"{msg.get_attr('RTA_DST') or _any(family)}/"
+                                            f"{msg['dst_len']}"))
                 handle = msg.get_attr("RTA_NH_ID")
                 found.routes[prefix] = (("drop", None) if msg["type"] == RTN_BLACKHOLE
                                         else ("nh", handle) if handle

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from ipaddress import IPv6Address, ip_address
 from typing import Any, ClassVar
 
@@ -129,8 +130,11 @@ class Record:
     def attrs(self) -> dict[str, Any]:
         return {a.name: getattr(self, a.field) for a in self.ATTRS}
 
-    def references(self) -> list[int]:
-        return [oid for a in self.REFERENCING if (oid := getattr(self, a.field)) != NULL_OID]
+    @cached_property
+    def references(self) -> tuple[int, ...]:
+        """Worked out once per record: records are immutable, and the routes of a FIB
+        download share one per next hop."""
+        return tuple(oid for a in self.REFERENCING if (oid := getattr(self, a.field)) != NULL_OID)
 
 
 @dataclass(frozen=True)

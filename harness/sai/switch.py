@@ -9,8 +9,11 @@ its hardware. A call the backend refuses is rolled back, so the store always mat
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
-from ipaddress import ip_address, ip_network
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from ipaddress import ip_address
 from typing import Any
 
 from harness.sai.backend import Backend, Op, Ref
@@ -36,6 +39,7 @@ from harness.sai.types import (
     ENTRY_TYPES,
     NULL_OID,
     EntryKey,
+    IpPrefix,
     MySidKey,
     NeighborKey,
     ObjectType,
@@ -48,10 +52,29 @@ from harness.sai.types import (
 T = ObjectType
 _KEY_REFS = {RouteKey: ("vr_id", (T.VIRTUAL_ROUTER,)), MySidKey: ("vr_id", (T.VIRTUAL_ROUTER,)),
              NeighborKey: ("rif_id", (T.ROUTER_INTERFACE,))}
+# Key references that hold a reference count. A neighbor pins its router interface; routes
+# and SIDs name the virtual router, which is never removed, so counting them would only
+# make one set as big as the FIB.
+_COUNTED_KEY_REFS = {NeighborKey: "rif_id"}
 
 
 # build()'s result and the reason a record points at nothing (None: its references exist).
 Built = tuple[Status, Record | str, str | None]
+KEY_TYPES = {kind: key_type for key_type, kind in ENTRY_TYPES.items()}
+
+
+@dataclass
+class _Bulk:
+    """What one bulk create works out once for all its entries. The routes of a FIB download
+    mostly share a next hop, records are immutable so they can share one, and nothing a
+    bulk create references can vanish during it."""
+
+    objects: dict[Ref, Record]  # the table of the kind being created
+    room: int | None  # entries the table still takes (None: no limit)
+    key_type: type  # what the kind is created with: its entry key, or no key (an OID)
+    admit: Callable[[SaiSwitch, Any], tuple[Status, str]] | None  # rules beyond attributes
+    built: dict[Any, Built] = field(default_factory=dict)  # attribute set -> record
+    key_reasons: dict[int, str | None] = field(default_factory=dict)  # key's oid -> problem
 
 
 def _kind_of(ref: Ref) -> ObjectType | None:
@@ -127,16 +150,19 @@ class SaiSwitch:
         """SAI's bulk create (e.g. create_route_entries): one backend batch, one status each."""
         results: list[tuple[Status, Ref | None]] = []
         pending = []
-        built: dict[Any, Built] = {}
+        limit, objects = self.capacity.limit(kind), self._objects[kind]
+        bulk = _Bulk(objects, None if limit is None else limit - len(objects),
+                     KEY_TYPES.get(kind, type(None)), _ADMISSION.get(kind))
         for key, attrs in entries:
-            status, ref, record, note = self._prepare_create(kind, attrs, key, built)
+            status, ref, record, note = self._prepare_create(kind, attrs, key, bulk)
             if record is not None and ref is not None:
-                pending.append((len(results), Op(ref, None, record), attrs))
+                pending.append((len(results), kind, Op(ref, None, record), attrs))
             else:
                 self.trace.record("create", kind, key or "", attrs, status, note)
             results.append((status, ref))
-        for index, status in self._commit(pending):
-            results[index] = (status, results[index][1] if status.ok else None)
+        for index, status in self._commit("create", pending):
+            if status is not Status.SUCCESS:
+                results[index] = (status, None)
         return results
 
     def remove_bulk(self, refs: list[Ref]) -> list[Status]:
@@ -146,11 +172,11 @@ class SaiSwitch:
             status, record, note = (self._prepare_remove(kind, ref) if kind
                                     else (Status.INVALID_OBJECT_ID, None, ""))
             if record is not None:
-                pending.append((len(results), Op(ref, record, None), {}))
+                pending.append((len(results), kind, Op(ref, record, None), {}))
             else:
                 self.trace.record("remove", kind, ref, {}, status, note)
             results.append(status)
-        for index, status in self._commit(pending):
+        for index, status in self._commit("remove", pending):
             results[index] = status
         return results
 
@@ -161,30 +187,31 @@ class SaiSwitch:
             status, old, new, note = (self._prepare_set(kind, ref, name, value) if kind
                                       else (Status.INVALID_OBJECT_ID, None, None, ""))
             if old is not None and new is not None:
-                pending.append((len(results), Op(ref, old, new), {name: value}))
+                pending.append((len(results), kind, Op(ref, old, new), {name: value}))
             else:
                 self.trace.record("set", kind, ref, {name: value}, status, note)
             results.append(status)
-        for index, status in self._commit(pending):
+        for index, status in self._commit("set", pending):
             results[index] = status
         return results
 
-    def _commit(self, pending: list[tuple[int, Op, dict[str, Any]]]
+    def _commit(self, api: str, pending: list[tuple[int, ObjectType | None, Op, dict[str, Any]]]
                 ) -> list[tuple[int, Status]]:
         """Hand prepared (already stored) changes to the backend; roll back each refusal."""
         if not pending:
             return []
-        statuses = self.backend.apply([op for _, op, _ in pending])
+        statuses = self.backend.apply([op for _, _, op, _ in pending])
         out: list[tuple[int, Status]] = []
-        for (index, op, attrs), status in zip(pending, statuses, strict=True):
-            kind = _kind_of(op.ref)
-            if not status.ok:
+        when = time.time()  # one bulk call, one time
+        for (index, kind, op, attrs), status in zip(pending, statuses, strict=True):
+            note = ""
+            if status is not Status.SUCCESS:
                 if op.new is not None:
                     self._unstore(op.ref, op.new)
                 if op.old is not None:
                     self._store(op.ref, op.old)
-            self.trace.record(op.api, kind, op.ref, attrs, status,
-                              "" if status.ok else f"{self.backend.name} refused")
+                note = f"{self.backend.name} refused"
+            self.trace.record(api, kind, op.ref, attrs, status, note, when)
             out.append((index, status))
         return out
 
@@ -236,11 +263,11 @@ class SaiSwitch:
             self._members[record.next_hop_group_id].pop(ref, None)  # type: ignore[arg-type]
 
     @staticmethod
-    def _targets(ref: Ref, record: Record) -> list[int]:
-        targets = record.references()
-        if not isinstance(ref, int):
-            targets.append(getattr(ref, _KEY_REFS[type(ref)][0]))
-        return targets
+    def _targets(ref: Ref, record: Record) -> tuple[int, ...]:
+        counted = _COUNTED_KEY_REFS.get(type(ref))
+        if counted is None:
+            return record.references
+        return *record.references, getattr(ref, counted)
 
     def _bad_reference(self, record: Record) -> str | None:
         """An attribute pointing at an object that does not exist, or at the wrong kind."""
@@ -250,9 +277,12 @@ class SaiSwitch:
                 return reason
         return None
 
-    def _bad_key_reference(self, key: EntryKey) -> str | None:
-        field, kinds = _KEY_REFS[type(key)]
-        return self._missing(field, getattr(key, field), kinds)
+    def _bad_key_reference(self, key: EntryKey, bulk: _Bulk) -> str | None:
+        name, kinds = _KEY_REFS[type(key)]
+        oid = getattr(key, name)
+        if oid not in bulk.key_reasons:
+            bulk.key_reasons[oid] = self._missing(name, oid, kinds)
+        return bulk.key_reasons[oid]
 
     def _missing(self, name: str, oid: int, kinds: tuple[ObjectType, ...]) -> str | None:
         if oid == NULL_OID:
@@ -263,15 +293,13 @@ class SaiSwitch:
                    f"{' or '.join(str(k) for k in kinds)}"
         return None
 
-    def _build(self, kind: ObjectType, attrs: dict[str, Any], built: dict[Any, Built]) -> Built:
-        """build() and the reference check, once per distinct attribute set of a bulk call:
-        the routes of a FIB download mostly share a next hop, records are immutable so they
-        can share one, and nothing a bulk create references can vanish during it."""
+    def _build(self, kind: ObjectType, attrs: dict[str, Any], bulk: _Bulk) -> Built:
+        """build() and the reference check, once per distinct attribute set of a bulk call."""
         try:
             shape = tuple(attrs.items())
-            if shape not in built:
-                built[shape] = self._build_one(kind, attrs)
-            return built[shape]
+            if shape not in bulk.built:
+                bulk.built[shape] = self._build_one(kind, attrs)
+            return bulk.built[shape]
         except TypeError:  # an unhashable value (a list): nothing to share
             return self._build_one(kind, attrs)
 
@@ -280,56 +308,61 @@ class SaiSwitch:
         return status, record, self._bad_reference(record) if isinstance(record, Record) else None
 
     def _prepare_create(self, kind: ObjectType, attrs: dict[str, Any], key: EntryKey | None,
-                        built: dict[Any, Built]
-                        ) -> tuple[Status, Ref | None, Record | None, str]:
+                        bulk: _Bulk) -> tuple[Status, Ref | None, Record | None, str]:
         """Validate a create and store the record; the backend is called afterwards."""
         if kind in (T.SWITCH, T.VIRTUAL_ROUTER):
             return Status.NOT_SUPPORTED, None, None, "one switch with its default virtual router"
-        is_entry = kind in ENTRY_TYPES.values()
-        if is_entry != (key is not None) or (key is not None and ENTRY_TYPES[type(key)] != kind):
+        if type(key) is not bulk.key_type:
             return Status.INVALID_PARAMETER, None, None, f"{kind} is created " + (
-                "with its entry key" if is_entry else "without a key")
-        injected = self.faults.draw("create", kind)
+                "without a key" if bulk.key_type is type(None) else "with its entry key")
+        injected = self.faults.draw("create", kind) if self.faults.rules else None
         if injected is not None:
             return injected, None, None, "injected fault"
-        status, record, reason = self._build(kind, attrs, built)
+        status, record, reason = self._build(kind, attrs, bulk)
         if not isinstance(record, Record):
             return status, None, None, record
-        if key is not None and key in self._objects[kind]:
-            return Status.ITEM_ALREADY_EXISTS, None, None, ""
-        if not reason and key is not None:
-            reason = self._bad_key_reference(key)
+        if key is not None:
+            if key in bulk.objects:
+                return Status.ITEM_ALREADY_EXISTS, None, None, ""
+            if not reason:
+                reason = self._bad_key_reference(key, bulk)
         if reason:
             return Status.INVALID_OBJECT_ID, None, None, reason
-        limit = self.capacity.limit(kind)
-        if limit is not None and len(self._objects[kind]) >= limit:
-            return Status.TABLE_FULL, None, None, f"{limit} entries"
-        status, reason = self._admit(record)
-        if not status.ok:
-            return status, None, None, reason
+        if bulk.room is not None and bulk.room <= 0:
+            return Status.TABLE_FULL, None, None, f"{self.capacity.limit(kind)} entries"
+        if bulk.admit is not None:
+            status, reason = bulk.admit(self, record)
+            if status is not Status.SUCCESS:
+                return status, None, None, reason
+        if bulk.room is not None:
+            bulk.room -= 1
         ref: Ref = key if key is not None else make_oid(kind, self._allocate())
         self._store(ref, record)
         return Status.SUCCESS, ref, record, ""
 
-    def _admit(self, record: Record) -> tuple[Status, str]:
-        """Rules that depend on other objects: pool budgets, one member per next hop."""
-        if isinstance(record, BufferProfile):
-            pool = self._objects[T.BUFFER_POOL][record.pool_id]
-            used = sum(p.footprint for p in self._objects[T.BUFFER_PROFILE].values()
-                       if isinstance(p, BufferProfile) and p.pool_id == record.pool_id)
-            if used + record.footprint > pool.size:  # type: ignore[attr-defined]
-                return Status.INSUFFICIENT_RESOURCES, (
-                    f"pool holds {pool.size} bytes, profiles take {used}, "  # type: ignore[attr-defined]
-                    f"this one {record.footprint}")
-        if isinstance(record, Port):
-            taken = {lane for p in self._objects[T.PORT].values() if isinstance(p, Port)
-                     for lane in p.hw_lane_list}
-            if taken & set(record.hw_lane_list):
-                return Status.ITEM_ALREADY_EXISTS, "lane already belongs to a port"
-        if isinstance(record, NextHopGroupMember):
-            members = self._members.get(record.next_hop_group_id, {}).values()
-            if any(m.next_hop_id == record.next_hop_id for m in members):
-                return Status.ITEM_ALREADY_EXISTS, "next hop already in this group"
+    # Rules that depend on other objects, per object type: pool budgets, lanes, members.
+
+    def _admit_buffer_profile(self, record: BufferProfile) -> tuple[Status, str]:
+        pool = self._objects[T.BUFFER_POOL][record.pool_id]
+        used = sum(p.footprint for p in self._objects[T.BUFFER_PROFILE].values()
+                   if isinstance(p, BufferProfile) and p.pool_id == record.pool_id)
+        if used + record.footprint > pool.size:  # type: ignore[attr-defined]
+            return Status.INSUFFICIENT_RESOURCES, (
+                f"pool holds {pool.size} bytes, profiles take {used}, "  # type: ignore[attr-defined]
+                f"this one {record.footprint}")
+        return Status.SUCCESS, ""
+
+    def _admit_port(self, record: Port) -> tuple[Status, str]:
+        taken = {lane for p in self._objects[T.PORT].values() if isinstance(p, Port)
+                 for lane in p.hw_lane_list}
+        if taken & set(record.hw_lane_list):
+            return Status.ITEM_ALREADY_EXISTS, "lane already belongs to a port"
+        return Status.SUCCESS, ""
+
+    def _admit_member(self, record: NextHopGroupMember) -> tuple[Status, str]:
+        members = self._members.get(record.next_hop_group_id, {}).values()
+        if any(m.next_hop_id == record.next_hop_id for m in members):
+            return Status.ITEM_ALREADY_EXISTS, "next hop already in this group"
         return Status.SUCCESS, ""
 
     def _prepare_remove(self, kind: ObjectType, ref: Ref
@@ -407,7 +440,7 @@ class SaiSwitch:
                 continue
             route = (RouteEntry(packet_action="SAI_PACKET_ACTION_DROP") if how == "drop"
                      else RouteEntry(next_hop_id=target))  # type: ignore[arg-type]
-            key = RouteKey(self.default_vr, ip_network(prefix))
+            key = RouteKey(self.default_vr, IpPrefix.parse(prefix))
             self._store(key, route)
             self.backend.adopt(key, 0)
             adopted += 1
@@ -420,3 +453,7 @@ class SaiSwitch:
         self._store(oid, record)
         self.backend.adopt(oid, handle)
         return oid
+
+
+_ADMISSION = {T.BUFFER_PROFILE: SaiSwitch._admit_buffer_profile, T.PORT: SaiSwitch._admit_port,
+              T.NEXT_HOP_GROUP_MEMBER: SaiSwitch._admit_member}

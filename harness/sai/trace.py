@@ -49,15 +49,20 @@ class Trace:
         self.failures = 0
 
     def record(self, api: str, what: Any, target: Any, attrs: dict[str, Any],
-               status: Status, note: str = "") -> None:
+               status: Status, note: str = "", when: float | None = None) -> None:
         """Queue one call; `what` (an object type) and `target` (an OID or entry key) are
-        written as the trace shows them when the line is formatted."""
+        written as the trace shows them when the line is formatted. The entries of a bulk
+        call share its time."""
         self.calls += 1
-        if not status.ok:
+        if status is not Status.SUCCESS:
             self.failures += 1
-        self._pending.append((time.time(), api, what, target, attrs, status, note))
+        self._pending.append((when or time.time(), api, what, target, attrs, status, note))
         if len(self._pending) >= MAX_PENDING:
             self.flush()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
 
     def flush(self) -> None:
         for when, api, what, target, attrs, status, note in self._pending:

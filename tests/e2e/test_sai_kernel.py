@@ -7,7 +7,7 @@ import json
 import socket
 import subprocess
 from collections.abc import Iterator
-from ipaddress import IPv6Address, ip_network
+from ipaddress import IPv6Address
 
 import pytest
 from pyroute2.netlink import NETLINK_ADD_MEMBERSHIP, SOL_NETLINK
@@ -20,7 +20,7 @@ from harness.sai.kernel import SAI_TABLE, KernelBackend
 from harness.sai.netlink import RTM_DELNEXTHOP, RTM_DELROUTE
 from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
-from harness.sai.types import MySidKey, NeighborKey, ObjectType, RouteKey
+from harness.sai.types import IpPrefix, MySidKey, NeighborKey, ObjectType, RouteKey
 
 pytestmark = pytest.mark.e2e
 T = ObjectType
@@ -93,7 +93,7 @@ def test_weighted_group_routes_by_nexthop_id_and_rebuilds(netns: str) -> None:
     assert a != b
     _, group = sw.create(T.NEXT_HOP_GROUP, {"SAI_NEXT_HOP_GROUP_ATTR_TYPE":
                                             "SAI_NEXT_HOP_GROUP_TYPE_ECMP"})
-    key = RouteKey(sw.default_vr, ip_network("10.9.0.0/24"))
+    key = RouteKey(sw.default_vr, IpPrefix.parse("10.9.0.0/24"))
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": group}, key=key)[0].ok
     assert sai_routes()[0]["type"] == "blackhole"  # an empty group drops
     for nh, weight in ((a, 1), (b, 3)):
@@ -113,10 +113,10 @@ def test_connected_drop_neighbor_and_port_state(netns: str) -> None:
     sw, port, rif = switch(netns)
     vr = sw.default_vr
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": rif},
-                     key=RouteKey(vr, ip_network("10.1.0.0/31")))[0].ok
+                     key=RouteKey(vr, IpPrefix.parse("10.1.0.0/31")))[0].ok
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION":
                                      "SAI_PACKET_ACTION_DROP"},
-                     key=RouteKey(vr, ip_network("10.66.0.0/16")))[0].ok
+                     key=RouteKey(vr, IpPrefix.parse("10.66.0.0/16")))[0].ok
     routes = {r["dst"]: r for r in sai_routes()}
     assert routes["10.1.0.0/31"]["dev"] == "eth1" and routes["10.66.0.0/16"]["type"] == "blackhole"
     assert sw.create(T.NEIGHBOR_ENTRY, {"SAI_NEIGHBOR_ENTRY_ATTR_DST_MAC_ADDRESS":
@@ -144,7 +144,7 @@ def test_srv6_encap_and_my_sid_entries(netns: str) -> None:
         "SAI_NEXT_HOP_ATTR_SRV6_SIDLIST_ID": sids, "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": rif})
     assert status.ok, status
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": te},
-                     key=RouteKey(sw.default_vr, ip_network("fd00:99::/64")))[0].ok
+                     key=RouteKey(sw.default_vr, IpPrefix.parse("fd00:99::/64")))[0].ok
     shown = sh("ip", "-6", "route", "show", "table", str(SAI_TABLE))
     assert "encap seg6 mode encap segs 2 [ fc00:0:2:: fc00:0:3:: ]" in shown
     x = hop(sw, rif, "fd00:1::1")
@@ -161,7 +161,7 @@ def test_srv6_encap_and_my_sid_entries(netns: str) -> None:
 def test_warm_start_reads_the_kernel_back_without_writing(netns: str) -> None:
     sw, _, rif = switch(netns)
     a = hop(sw, rif, "10.1.0.1")
-    key = RouteKey(sw.default_vr, ip_network("10.9.0.0/24"))
+    key = RouteKey(sw.default_vr, IpPrefix.parse("10.9.0.0/24"))
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": a}, key=key)[0].ok
     before = sh("ip", "route", "show", "table", str(SAI_TABLE))
     with route_and_nexthop_events(netns) as events:  # subscribed before anything can happen

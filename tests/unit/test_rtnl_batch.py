@@ -76,7 +76,7 @@ class FakeNetlink:
 
 def test_send_acked_asks_one_ack_per_send_and_places_every_error() -> None:
     body = bytes(3000)  # 20 of these fill a send
-    messages = [struct.pack("=LHHLL", 16 + len(body), 24, NLM_F_REQUEST | NLM_F_ACK, 100 + i, 0)
+    messages = [struct.pack("=LHHLL", 16 + len(body), 24, NLM_F_REQUEST, 100 + i, 0)
                 + body for i in range(45)]
     sock = FakeNetlink(failing={103: errno.EEXIST, 119: errno.ENODEV, 144: errno.EINVAL})
     results = send_acked(sock, messages, 100)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from harness.sai.capacity import CapacityProfile
 from harness.sai.fake import FakeBackend
 from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
-from harness.sai.types import ObjectType, RouteKey, oid_type
+from harness.sai.types import IpPrefix, ObjectType, RouteKey, oid_type
 
 T = ObjectType
 
@@ -41,7 +41,7 @@ def next_hop(sw: SaiSwitch, rif: int, ip: str) -> int:
 
 
 def route(sw: SaiSwitch, prefix: str) -> RouteKey:
-    return RouteKey(sw.default_vr, ip_network(prefix))
+    return RouteKey(sw.default_vr, IpPrefix.parse(prefix))
 
 
 def test_oids_carry_their_type_and_attributes_read_back() -> None:
