@@ -4,7 +4,6 @@ length (network order, header included)} followed by one or more netlink message
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 
 FPM_HEADER = struct.Struct("!BBH")
 FPM_VERSION, FPM_TYPE_NETLINK = 1, 1
@@ -16,25 +15,31 @@ class FpmError(ValueError):
 
 
 class FpmReader:
-    """Accumulates bytes from the FPM socket and yields the netlink payload of each frame."""
+    """Splits the bytes of the FPM socket into frames and returns their netlink payloads."""
 
     def __init__(self) -> None:
-        self.buffer = bytearray()
+        self.buffer = bytearray()  # the start of a frame whose end has not arrived
         self.frames = 0
 
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        self.buffer += data
-        while len(self.buffer) >= FPM_HEADER.size:
-            version, kind, length = FPM_HEADER.unpack_from(self.buffer)
+    def feed(self, data: bytes) -> list[bytes]:
+        """The payload of every netlink frame `data` completes, in order. Frames are cut
+        from `data` itself: a receive mostly holds whole frames, one route each."""
+        if self.buffer:
+            data = bytes(self.buffer + data)
+            self.buffer.clear()
+        payloads, offset, end = [], 0, len(data)
+        while end - offset >= FPM_HEADER.size:
+            version, kind, length = FPM_HEADER.unpack_from(data, offset)
             if version != FPM_VERSION or length < FPM_HEADER.size:
                 raise FpmError(f"bad FPM header: version {version}, length {length}")
-            if len(self.buffer) < length:
-                return
-            payload = bytes(self.buffer[FPM_HEADER.size:length])
-            del self.buffer[:length]
-            self.frames += 1
+            if end - offset < length:
+                break
             if kind == FPM_TYPE_NETLINK:
-                yield payload
+                payloads.append(data[offset + FPM_HEADER.size:offset + length])
+            offset += length
+            self.frames += 1
+        self.buffer += data[offset:]
+        return payloads
 
 
 def frame(payload: bytes) -> bytes:

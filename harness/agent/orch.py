@@ -36,6 +36,7 @@ log = logging.getLogger("agent.orch")
 NhKey = tuple[str, int]  # (gateway, router interface oid)
 Target = tuple[Any, ...]  # ("drop",) | ("rif", oid) | ("nh", NhKey) | ("group", frozenset)
 DROP: Target = ("drop",)
+Plan = tuple[Target | str, int | None, dict[str, Any]]
 FORWARD, DROP_ACTION = "SAI_PACKET_ACTION_FORWARD", "SAI_PACKET_ACTION_DROP"
 
 
@@ -136,8 +137,7 @@ class RouteOrch:
         creates: list[tuple[str, RouteKey, Target, dict[str, Any]]] = []
         sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]] = []
         removes: list[tuple[str, RouteKey]] = []
-        by_nexthop: dict[int, Target | str] = {}
-        objects: dict[Target, tuple[int | None, dict[str, Any]]] = {}
+        plans: dict[int, Plan] = {}  # zebra nexthop id -> plan
         for prefix, change in changes.items():
             if self.stale:
                 self.stale.discard(prefix)
@@ -149,11 +149,13 @@ class RouteOrch:
                     removes.append((prefix, self._key(change)))
                 continue
             self.wanted[prefix] = change
-            if change.nh_id and not change.blackhole:
-                target = by_nexthop.get(change.nh_id) or by_nexthop.setdefault(
-                    change.nh_id, self.resolve(change))
-            else:
-                target = self.resolve(change)
+            shared = change.nh_id and not change.blackhole
+            plan = plans.get(change.nh_id) if shared else None
+            if plan is None:
+                plan = self._plan(change)
+                if shared:
+                    plans[change.nh_id] = plan
+            target, oid, attrs = plan
             if isinstance(target, str):
                 self.skipped[prefix] = target
                 self.failed.pop(prefix, None)
@@ -167,14 +169,7 @@ class RouteOrch:
                 if self.failed:
                     self.failed.pop(prefix, None)
                 self.calls_saved += 1
-                continue
-            if target not in objects:
-                oid = self._ensure(target)
-                objects[target] = oid, (
-                    {"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION": DROP_ACTION} if target == DROP
-                    else {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": oid})
-            oid, attrs = objects[target]
-            if oid is None:
+            elif oid is None:
                 self.failed[prefix] = "next hop objects could not be created"
             elif current is None:
                 creates.append((prefix, self._key(change), target, attrs))
@@ -182,6 +177,16 @@ class RouteOrch:
                 sets.append((prefix, self._key(change), target,
                              self._transition(current, target, oid)))
         self._commit(creates, sets, removes)
+
+    def _plan(self, route: RouteUpdate) -> Plan:
+        """Where a route goes: its target (or why it has none), the SAI object that reaches
+        the target (None: it could not be created) and the route's attributes."""
+        target = self.resolve(route)
+        if isinstance(target, str):
+            return target, None, {}
+        oid = self._ensure(target)
+        return target, oid, ({"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION": DROP_ACTION}
+                             if target == DROP else {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": oid})
 
     @staticmethod
     def _transition(current: Target, target: Target, oid: int) -> list[tuple[str, Any]]:

@@ -10,7 +10,7 @@ import the switch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from harness.sai.records import NextHopGroupMember, Port, Record
 from harness.sai.status import Status
@@ -29,9 +29,9 @@ class ObjectView(Protocol):
     def members(self, group: int) -> dict[int, NextHopGroupMember]: ...
 
 
-@dataclass(frozen=True)
-class Op:
-    """One change: create (old None), remove (new None) or set (both)."""
+class Op(NamedTuple):
+    """One change: create (old None), remove (new None) or set (both). A tuple: a FIB
+    download makes one per route."""
 
     ref: Ref
     old: Record | None

@@ -71,6 +71,7 @@ _ERRNO_STATUS = {17: Status.ITEM_ALREADY_EXISTS, 2: Status.ITEM_NOT_FOUND,
                  22: Status.INVALID_PARAMETER, 28: Status.TABLE_FULL, 12: Status.NO_MEMORY,
                  95: Status.NOT_SUPPORTED}
 _GONE = {2, 3}  # ENOENT, ESRCH: what a delete of something the kernel already removed gets
+_REPAIRABLE = _GONE | {22}  # a route whose nexthop the kernel dropped (see _repair)
 _SEG6LOCAL_ACTION = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
                      "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
                      "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT6": "End.DT6"}
@@ -124,8 +125,8 @@ class KernelBackend:
             messages = self._route_messages([op for _, op in routes], first)
             for (i, op), err in zip(routes, self.channel.request_many(messages, first),
                                     strict=True):
-                statuses[i] = (Status.SUCCESS if op.new is None and err in _GONE
-                               else self._repair(op) if err in _GONE | {22}
+                statuses[i] = (Status.SUCCESS if not err or (op.new is None and err in _GONE)
+                               else self._repair(op) if err in _REPAIRABLE
                                else _status(err))
         for i, op in enumerate(ops):
             if statuses[i] is None:

@@ -66,14 +66,15 @@ KEY_TYPES = {kind: key_type for key_type, kind in ENTRY_TYPES.items()}
 @dataclass
 class _Bulk:
     """What one bulk create works out once for all its entries. The routes of a FIB download
-    mostly share a next hop, records are immutable so they can share one, and nothing a
-    bulk create references can vanish during it."""
+    mostly share a next hop and its attribute dict, records are immutable so they can share
+    one, and nothing a bulk create references can vanish during it."""
 
     objects: dict[Ref, Record]  # the table of the kind being created
     room: int | None  # entries the table still takes (None: no limit)
     key_type: type  # what the kind is created with: its entry key, or no key (an OID)
     admit: Callable[[SaiSwitch, Any], tuple[Status, str]] | None  # rules beyond attributes
-    built: dict[Any, Built] = field(default_factory=dict)  # attribute set -> record
+    # id of an attribute dict -> its record; the entries hold the dicts, so ids stay theirs
+    built: dict[int, Built] = field(default_factory=dict)
     key_reasons: dict[int, str | None] = field(default_factory=dict)  # key's oid -> problem
 
 
@@ -294,14 +295,11 @@ class SaiSwitch:
         return None
 
     def _build(self, kind: ObjectType, attrs: dict[str, Any], bulk: _Bulk) -> Built:
-        """build() and the reference check, once per distinct attribute set of a bulk call."""
-        try:
-            shape = tuple(attrs.items())
-            if shape not in bulk.built:
-                bulk.built[shape] = self._build_one(kind, attrs)
-            return bulk.built[shape]
-        except TypeError:  # an unhashable value (a list): nothing to share
-            return self._build_one(kind, attrs)
+        """build() and the reference check, once per attribute dict of a bulk call."""
+        built = bulk.built.get(id(attrs))
+        if built is None:
+            built = bulk.built[id(attrs)] = self._build_one(kind, attrs)
+        return built
 
     def _build_one(self, kind: ObjectType, attrs: dict[str, Any]) -> Built:
         status, record = build(kind, attrs)

@@ -28,7 +28,7 @@ MAX_PENDING = 100_000  # a switch that is never idle still writes its trace in b
 def _value(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value >> 48:
         return format_oid(value)
-    if isinstance(value, tuple):
+    if type(value) is tuple:  # a list attribute; keys (named tuples) write themselves
         return "[" + ",".join(_value(v) for v in value) + "]"
     return str(value)
 

@@ -100,14 +100,14 @@ class _Key:
         return "{" + " ".join(parts) + "}"
 
 
-@dataclass(frozen=True, order=True)
-class RouteKey(_Key):
-    """sai_route_entry_t: (virtual router, destination prefix)."""
+class RouteKey(NamedTuple):
+    """sai_route_entry_t: (virtual router, destination prefix). A tuple, unlike the other
+    keys: a FIB download builds one per route and hashes it on every store and lookup."""
 
     vr_id: int
     destination: IpPrefix
 
-    def __str__(self) -> str:  # the trace prints one per route: the generic form is slower
+    def __str__(self) -> str:
         return f"{{vr_id={format_oid(self.vr_id)} destination={self.destination}}}"
 
 

@@ -11,7 +11,7 @@ from harness.sai.capacity import CapacityProfile
 from harness.sai.fake import FakeBackend
 from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, ObjectType, RouteKey, oid_type
+from harness.sai.types import IpPrefix, ObjectType, RouteKey, format_oid, oid_type
 
 T = ObjectType
 
@@ -108,6 +108,25 @@ def test_routes_need_a_target_and_existing_references() -> None:
     drop = route(sw, "10.8.0.0/24")
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION":
                                      "SAI_PACKET_ACTION_DROP"}, key=drop)[0].ok
+
+
+def test_a_bulk_create_settles_each_entry_and_traces_it_in_sai_terms() -> None:
+    sw, _ = make_switch()
+    _, rif = port_and_rif(sw)
+    nh = next_hop(sw, rif, "10.1.0.1")
+    attrs = {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": nh}
+    keys = [route(sw, p) for p in ("10.0.0.0/24", "10.0.1.0/24", "10.0.0.0/24", "fd00:1::/64")]
+    results = sw.create_bulk(T.ROUTE_ENTRY, [(key, attrs) for key in keys])
+    assert [s for s, _ in results] == [Status.SUCCESS, Status.SUCCESS,
+                                       Status.ITEM_ALREADY_EXISTS, Status.SUCCESS]
+    assert sw.refcount(nh) == 3 and sw.record(keys[0]) == sw.record(keys[3])
+    lines = {line.split(" ", 1)[1] for line in sw.trace.lines}
+    vr = f"vr_id={format_oid(sw.default_vr)}"
+    assert f"create SAI_OBJECT_TYPE_ROUTE_ENTRY {{{vr} destination=fd00:1::/64}} " \
+        f"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID={format_oid(nh)} -> SAI_STATUS_SUCCESS" in lines
+    assert f"create SAI_OBJECT_TYPE_ROUTE_ENTRY {{{vr} destination=10.0.0.0/24}} " \
+        f"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID={format_oid(nh)} -> " \
+        "SAI_STATUS_ITEM_ALREADY_EXISTS" in lines
 
 
 def test_route_table_full_past_capacity_and_after_shrinking() -> None:
