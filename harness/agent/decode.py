@@ -102,11 +102,12 @@ def _multipath(data: bytes) -> tuple[Hop, ...]:
 def _prefix(family: int, dst: bytes | None, dst_len: int) -> tuple[str, IpPrefix]:
     """The prefix and its text, the key of the agent's route tables."""
     size = 4 if family == socket.AF_INET else 16
-    value = int.from_bytes(dst or bytes(size))
     host_bits = size * 8 - dst_len
-    if host_bits:  # zebra sends network addresses; host bits are cleared all the same
-        value = value >> host_bits << host_bits
-    prefix = IpPrefix(value.to_bytes(size), dst_len)
+    if host_bits or dst is None or len(dst) != size:
+        # zebra sends network addresses; host bits are cleared all the same
+        value = int.from_bytes(dst or bytes(size)) >> host_bits << host_bits
+        dst = value.to_bytes(size)
+    prefix = IpPrefix(dst, dst_len)
     return str(prefix), prefix
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from bisect import bisect_left
 from collections.abc import Iterator
 from ipaddress import ip_interface
+from itertools import accumulate
 
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NLMSG_ERROR
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK
@@ -55,14 +57,13 @@ def send_acked(sock: socket.socket, messages: list[bytes], first_seq: int) -> li
     per send instead of one per request (a 10k-route FIB download made 10k recv calls).
     """
     results = [0] * len(messages)
+    ends = list(accumulate(map(len, messages)))  # bytes up to and including each request
     start = 0
     while start < len(messages):
-        end, size = start + 1, len(messages[start])
-        while end < len(messages) and size + len(messages[end]) < _SEND_CHUNK:
-            size += len(messages[end])
-            end += 1
+        sent = ends[start - 1] if start else 0
+        end = max(bisect_left(ends, sent + _SEND_CHUNK, start), start + 1)
         chunk = bytearray().join(messages[start:end])
-        last = size - len(messages[end - 1]) + _FLAGS_OFFSET
+        last = len(chunk) - len(messages[end - 1]) + _FLAGS_OFFSET
         _FLAGS.pack_into(chunk, last, _FLAGS.unpack_from(chunk, last)[0] | NLM_F_ACK)
         sock.send(chunk)
         _collect_errors(sock, results, first_seq, first_seq + end - 1)

@@ -96,6 +96,8 @@ def pack_seg6_encap(segments: tuple[IPv6Address, ...]) -> bytes:
 _RTMSG = struct.Struct("=IHHIIBBBBBBBBI")  # nlmsghdr + struct rtmsg
 _U32_ATTR = struct.Struct("=HHI")
 _ATTR = struct.Struct("=HH")
+_FAMILY_OF_SIZE = {4: socket.AF_INET, 16: socket.AF_INET6}
+_DST_HEADER = {size: _ATTR.pack(4 + size, 1) for size in _FAMILY_OF_SIZE}  # RTA_DST
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 15, 30
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
@@ -124,12 +126,14 @@ def route_encoder(msg_type: int, flags: int, table: int, proto: int, *, nh_id: i
             scope = RT_SCOPE_LINK
     flags |= NLM_F_REQUEST
     fixed = 28 + 4 + len(tail)  # headers, RTA_DST's own header, the packed tail
+    table_byte = min(table, 255)  # rtm_table; RTA_TABLE holds the whole number
 
     def encode(seq: int, dst: bytes, dst_len: int) -> bytes:
-        family = socket.AF_INET6 if len(dst) == 16 else socket.AF_INET
-        return _RTMSG.pack(fixed + len(dst), msg_type, flags, seq, 0, family, dst_len, 0, 0,
-                           min(table, 255), proto, scope, rtype, 0) \
-            + _ATTR.pack(4 + len(dst), RTA_DST) + dst + tail
+        size = len(dst)
+        return b"".join((_RTMSG.pack(fixed + size, msg_type, flags, seq, 0,
+                                     _FAMILY_OF_SIZE[size], dst_len, 0, 0, table_byte, proto,
+                                     scope, rtype, 0),
+                         _DST_HEADER[size], dst, tail))
     return encode
 
 

@@ -9,7 +9,6 @@ its hardware. A call the backend refuses is rolled back, so the store always mat
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -162,8 +161,7 @@ class SaiSwitch:
                 self.trace.record("create", kind, key or "", attrs, status, note)
             results.append((status, ref))
         for index, status in self._commit("create", pending):
-            if status is not Status.SUCCESS:
-                results[index] = (status, None)
+            results[index] = (status, None)
         return results
 
     def remove_bulk(self, refs: list[Ref]) -> list[Status]:
@@ -198,23 +196,24 @@ class SaiSwitch:
 
     def _commit(self, api: str, pending: list[tuple[int, ObjectType | None, Op, dict[str, Any]]]
                 ) -> list[tuple[int, Status]]:
-        """Hand prepared (already stored) changes to the backend; roll back each refusal."""
+        """Hand prepared (already stored) changes to the backend; roll back each refusal.
+        Returns (result index, status) of the refused ones."""
         if not pending:
             return []
         statuses = self.backend.apply([op for _, _, op, _ in pending])
-        out: list[tuple[int, Status]] = []
-        when = time.time()  # one bulk call, one time
-        for (index, kind, op, attrs), status in zip(pending, statuses, strict=True):
-            note = ""
+        self.trace.record_bulk(api, [(kind, op.ref, attrs, "") for _, kind, op, attrs in pending],
+                               statuses, f"{self.backend.name} refused")
+        if statuses.count(Status.SUCCESS) == len(statuses):
+            return []
+        refused = []
+        for (index, _, op, _), status in zip(pending, statuses, strict=True):
             if status is not Status.SUCCESS:
                 if op.new is not None:
                     self._unstore(op.ref, op.new)
                 if op.old is not None:
                     self._store(op.ref, op.old)
-                note = f"{self.backend.name} refused"
-            self.trace.record(api, kind, op.ref, attrs, status, note, when)
-            out.append((index, status))
-        return out
+                refused.append((index, status))
+        return refused
 
     def get(self, ref: Ref, names: list[str] | None = None) -> tuple[Status, dict[str, Any]]:
         record = self.record(ref)

@@ -39,39 +39,54 @@ def _clock(second: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(second))
 
 
+# what (an object type), target (an OID or entry key), attributes, a note on the call
+Call = tuple[Any, Any, dict[str, Any], str]
+
+
 class Trace:
     def __init__(self, sink: Callable[[str], None] | None = None,
                  keep: int = TRACE_LINES) -> None:
         self._lines: deque[str] = deque(maxlen=keep)
-        self._pending: list[tuple[float, str, Any, Any, dict[str, Any], Status, str]] = []
+        # Calls waiting to be written: (time, api, calls, their statuses, note of a failure).
+        self._pending: list[tuple[float, str, list[Call], list[Status], str]] = []
         self.sink = sink
         self.calls = 0
         self.failures = 0
-
-    def record(self, api: str, what: Any, target: Any, attrs: dict[str, Any],
-               status: Status, note: str = "", when: float | None = None) -> None:
-        """Queue one call; `what` (an object type) and `target` (an OID or entry key) are
-        written as the trace shows them when the line is formatted. The entries of a bulk
-        call share its time."""
-        self.calls += 1
-        if status is not Status.SUCCESS:
-            self.failures += 1
-        self._pending.append((when or time.time(), api, what, target, attrs, status, note))
-        if len(self._pending) >= MAX_PENDING:
-            self.flush()
+        self._written = 0
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return self.calls - self._written
+
+    def record(self, api: str, what: Any, target: Any, attrs: dict[str, Any],
+               status: Status, note: str = "") -> None:
+        """Queue one call; `what` (an object type) and `target` (an OID or entry key) are
+        written as the trace shows them when the line is formatted."""
+        self.record_bulk(api, [(what, target, attrs, note)], [status])
+
+    def record_bulk(self, api: str, calls: list[Call], statuses: list[Status],
+                    failure_note: str = "") -> None:
+        """Queue the calls of one bulk call, one line each, all at its time; a failed call
+        without a note of its own gets `failure_note`."""
+        self.calls += len(calls)
+        self.failures += len(statuses) - statuses.count(Status.SUCCESS)
+        self._pending.append((time.time(), api, calls, statuses, failure_note))
+        if self.pending >= MAX_PENDING:
+            self.flush()
 
     def flush(self) -> None:
-        for when, api, what, target, attrs, status, note in self._pending:
-            shown = " ".join(f"{k}={_value(v)}" for k, v in attrs.items())
-            line = (f"{_clock(int(when))} {api} {what} {_value(target)}"
-                    f"{' ' + shown if shown else ''} -> {status}{f' ({note})' if note else ''}")
-            self._lines.append(line)
-            if self.sink is not None:
-                self.sink(line)
+        for when, api, calls, statuses, failure_note in self._pending:
+            clock = _clock(int(when))
+            for (what, target, attrs, note), status in zip(calls, statuses, strict=True):
+                shown = " ".join(f"{k}={_value(v)}" for k, v in attrs.items())
+                if not note and status is not Status.SUCCESS:
+                    note = failure_note
+                line = (f"{clock} {api} {what} {_value(target)}{' ' + shown if shown else ''}"
+                        f" -> {status}{f' ({note})' if note else ''}")
+                self._lines.append(line)
+                if self.sink is not None:
+                    self.sink(line)
+        self._written = self.calls
         self._pending.clear()
 
     @property
