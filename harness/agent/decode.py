@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from harness.sai.netlink import (
     RTM_DELNEXTHOP,
@@ -56,22 +56,20 @@ class NexthopDelete:
 
 
 # Route events are built once per route of a FIB download: slots and not frozen, as frozen
-# dataclasses take three times as long to build. Nothing changes them once decoded.
+# dataclasses take three times as long to build. Nothing changes them once decoded. Their
+# prefix stays packed (IpPrefix): text is made only where a prefix is shown.
 @dataclass(slots=True)
 class RouteUpdate:
-    prefix: str
+    prefix: IpPrefix
     nh_id: int = 0
     hops: tuple[Hop, ...] = ()
     blackhole: bool = False
     protocol: int = 0
-    # The parsed prefix, when the decoder has it: parsing it again costs a tenth of a route.
-    destination: IpPrefix | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)
 class RouteDelete:
-    prefix: str
-    destination: IpPrefix | None = field(default=None, compare=False, repr=False)
+    prefix: IpPrefix
 
 
 Event = NexthopUpdate | NexthopDelete | RouteUpdate | RouteDelete
@@ -99,16 +97,14 @@ def _multipath(data: bytes) -> tuple[Hop, ...]:
     return tuple(hops)
 
 
-def _prefix(family: int, dst: bytes | None, dst_len: int) -> tuple[str, IpPrefix]:
-    """The prefix and its text, the key of the agent's route tables."""
+def _prefix(family: int, dst: bytes | None, dst_len: int) -> IpPrefix:
     size = 4 if family == socket.AF_INET else 16
     host_bits = size * 8 - dst_len
     if host_bits or dst is None or len(dst) != size:
         # zebra sends network addresses; host bits are cleared all the same
         value = int.from_bytes(dst or bytes(size)) >> host_bits << host_bits
         dst = value.to_bytes(size)
-    prefix = IpPrefix(dst, dst_len)
-    return str(prefix), prefix
+    return IpPrefix(dst, dst_len)
 
 
 def decode_route(msg_type: int, message: bytes) -> RouteUpdate | RouteDelete | None:
@@ -119,21 +115,18 @@ def decode_route(msg_type: int, message: bytes) -> RouteUpdate | RouteDelete | N
         (table,) = _U32.unpack(values[RTA_TABLE])
     if table != RT_TABLE_MAIN or family not in (socket.AF_INET, socket.AF_INET6):
         return None  # only the default VRF's table exists on this kernel (no VRF)
-    prefix, destination = _prefix(family, values.get(RTA_DST), dst_len)
+    prefix = _prefix(family, values.get(RTA_DST), dst_len)
     if msg_type == RTM_DELROUTE:
-        return RouteDelete(prefix, destination)
+        return RouteDelete(prefix)
     if rtype in (RTN_BLACKHOLE, RTN_UNREACHABLE, RTN_PROHIBIT):
-        return RouteUpdate(prefix, blackhole=True, protocol=protocol, destination=destination)
+        return RouteUpdate(prefix, blackhole=True, protocol=protocol)
     if RTA_NH_ID in values:  # the common case: positional arguments are the fastest
-        return RouteUpdate(prefix, _U32.unpack(values[RTA_NH_ID])[0], (), False, protocol,
-                           destination)
+        return RouteUpdate(prefix, _U32.unpack(values[RTA_NH_ID])[0], (), False, protocol)
     if RTA_MULTIPATH in values:
-        return RouteUpdate(prefix, hops=_multipath(values[RTA_MULTIPATH]), protocol=protocol,
-                           destination=destination)
+        return RouteUpdate(prefix, hops=_multipath(values[RTA_MULTIPATH]), protocol=protocol)
     oif = _U32.unpack(values[RTA_OIF])[0] if RTA_OIF in values else 0
     gateway = unpack_address(values[RTA_GATEWAY]) if RTA_GATEWAY in values else None
-    return RouteUpdate(prefix, hops=(Hop(gateway, oif),), protocol=protocol,
-                       destination=destination)
+    return RouteUpdate(prefix, hops=(Hop(gateway, oif),), protocol=protocol)
 
 
 def decode_nexthop(msg_type: int, message: bytes) -> NexthopUpdate | NexthopDelete:

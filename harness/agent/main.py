@@ -182,7 +182,7 @@ class Agent:
             "fpm_connected": self.fpm is not None, "fpm_connections": self.connections,
             "replaying": self.replay_until is not None, "fpm_messages": self.messages,
             "routes_wanted": len(self.orch.wanted), "routes_programmed": len(self.orch.programmed),
-            "routes_failed": dict(list(self.orch.failed.items())[:20]),
+            "routes_failed": {str(p): why for p, why in list(self.orch.failed.items())[:20]},
             "routes_failed_total": len(self.orch.failed),
             "routes_skipped": len(self.orch.skipped), "stale_swept": self.swept,
             "unchanged_skipped": self.orch.calls_saved,

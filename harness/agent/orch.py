@@ -45,11 +45,11 @@ class RouteOrch:
     sai: SaiSwitch
     rif_by_ifindex: dict[int, int] = field(default_factory=dict)
     zebra_nexthops: dict[int, NexthopUpdate] = field(default_factory=dict)
-    wanted: dict[str, RouteUpdate] = field(default_factory=dict)  # zebra's FIB
-    programmed: dict[str, Target] = field(default_factory=dict)  # what SAI holds
-    failed: dict[str, str] = field(default_factory=dict)  # prefix -> SAI status, retried
-    skipped: dict[str, str] = field(default_factory=dict)  # prefix -> why it has no target
-    stale: set[str] = field(default_factory=set)  # adopted, not yet confirmed by zebra
+    wanted: dict[IpPrefix, RouteUpdate] = field(default_factory=dict)  # zebra's FIB
+    programmed: dict[IpPrefix, Target] = field(default_factory=dict)  # what SAI holds
+    failed: dict[IpPrefix, str] = field(default_factory=dict)  # -> SAI status, retried
+    skipped: dict[IpPrefix, str] = field(default_factory=dict)  # -> why it has no target
+    stale: set[IpPrefix] = field(default_factory=set)  # adopted, not yet confirmed by zebra
     next_hops: dict[NhKey, int] = field(default_factory=dict)
     groups: dict[frozenset, int] = field(default_factory=dict)
     calls_saved: int = 0
@@ -59,7 +59,7 @@ class RouteOrch:
     def apply(self, events: Iterable[Event]) -> None:
         """One batch (one socket read): the last event per prefix wins, so zebra's
         delete-then-add of an update is one SAI set, never a withdraw."""
-        changes: dict[str, RouteUpdate | RouteDelete] = {}
+        changes: dict[IpPrefix, RouteUpdate | RouteDelete] = {}
         dropped_nexthops = []
         for event in events:
             if isinstance(event, NexthopUpdate):
@@ -88,7 +88,7 @@ class RouteOrch:
             self.collect_garbage()
         return len(stale)
 
-    def _users_of(self, nh_id: int) -> list[str]:
+    def _users_of(self, nh_id: int) -> list[IpPrefix]:
         groups = {g.id for g in self.zebra_nexthops.values()
                   if any(m == nh_id for m, _ in g.group)}
         return [p for p, r in self.wanted.items() if r.nh_id == nh_id or r.nh_id in groups]
@@ -131,12 +131,12 @@ class RouteOrch:
 
     # -- programming ----------------------------------------------------------------------
 
-    def _program(self, changes: dict[str, RouteUpdate | RouteDelete]) -> None:
+    def _program(self, changes: dict[IpPrefix, RouteUpdate | RouteDelete]) -> None:
         """Routes of one batch mostly share a zebra nexthop (a FIB download: thousands of
         routes via one group), so a nexthop's target and its SAI object are worked out once."""
-        creates: list[tuple[str, RouteKey, Target, dict[str, Any]]] = []
-        sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]] = []
-        removes: list[tuple[str, RouteKey]] = []
+        creates: list[tuple[IpPrefix, RouteKey, Target, dict[str, Any]]] = []
+        sets: list[tuple[IpPrefix, RouteKey, Target, list[tuple[str, Any]]]] = []
+        removes: list[tuple[IpPrefix, RouteKey]] = []
         plans: dict[int, Plan] = {}  # zebra nexthop id -> plan
         for prefix, change in changes.items():
             if self.stale:
@@ -200,11 +200,11 @@ class RouteOrch:
         return [("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID", oid)]
 
     def _key(self, change: RouteUpdate | RouteDelete) -> RouteKey:
-        return RouteKey(self.sai.default_vr, change.destination or IpPrefix.parse(change.prefix))
+        return RouteKey(self.sai.default_vr, change.prefix)
 
-    def _commit(self, creates: list[tuple[str, RouteKey, Target, dict[str, Any]]],
-                sets: list[tuple[str, RouteKey, Target, list[tuple[str, Any]]]],
-                removes: list[tuple[str, RouteKey]]) -> None:
+    def _commit(self, creates: list[tuple[IpPrefix, RouteKey, Target, dict[str, Any]]],
+                sets: list[tuple[IpPrefix, RouteKey, Target, list[tuple[str, Any]]]],
+                removes: list[tuple[IpPrefix, RouteKey]]) -> None:
         """Removes, creates and sets each go to SAI as one bulk call."""
         if removes:
             for (prefix, _), status in zip(removes, self.sai.remove_bulk(
@@ -227,7 +227,7 @@ class RouteOrch:
                 self._settle(prefix, target if bad is None else self.programmed[prefix],
                              bad or mine[0])
 
-    def _settle(self, prefix: str, target: Target, status: Status) -> None:
+    def _settle(self, prefix: IpPrefix, target: Target, status: Status) -> None:
         if status is Status.SUCCESS:
             self.programmed[prefix] = target
             if self.failed:
@@ -313,5 +313,5 @@ class RouteOrch:
                       else ("rif", route.next_hop_id)
                       if oid_type(route.next_hop_id) is T.ROUTER_INTERFACE
                       else by_oid[route.next_hop_id])
-            self.programmed[str(key.destination)] = target
+            self.programmed[key.destination] = target
         self.stale = set(self.programmed)

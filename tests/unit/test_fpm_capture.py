@@ -57,11 +57,11 @@ def test_the_fib_zebra_replayed_and_the_statics_added(capture) -> None:
         elif isinstance(event, NexthopDelete):
             nexthops.pop(event.id, None)
         elif isinstance(event, RouteUpdate):
-            routes[event.prefix] = event
-            deleted.discard(event.prefix)
+            routes[str(event.prefix)] = event
+            deleted.discard(str(event.prefix))
         elif isinstance(event, RouteDelete):
-            routes.pop(event.prefix, None)
-            deleted.add(event.prefix)
+            routes.pop(str(event.prefix), None)
+            deleted.add(str(event.prefix))
     for node, loopback in want["loopbacks"].items():
         assert f"{loopback}/32" in routes, node
     ecmp_prefix, ecmp_gateways = want["statics"]["ecmp"]
