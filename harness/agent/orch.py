@@ -14,6 +14,7 @@ counted as a reason for the node to be degraded; FRR is never told, as with a re
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,6 @@ from typing import Any
 from harness.agent.decode import (
     Event,
     Hop,
-    NexthopDelete,
     NexthopUpdate,
     RouteDelete,
     RouteUpdate,
@@ -61,15 +61,18 @@ class RouteOrch:
         delete-then-add of an update is one SAI set, never a withdraw."""
         changes: dict[IpPrefix, RouteUpdate | RouteDelete] = {}
         dropped_nexthops = []
+        by_nexthop: dict[int, list[IpPrefix]] | None = None  # made when first needed
         for event in events:
-            if isinstance(event, NexthopUpdate):
-                self.zebra_nexthops[event.id] = event
-                for prefix in self._users_of(event.id):
-                    changes.setdefault(prefix, self.wanted[prefix])
-            elif isinstance(event, NexthopDelete):
-                dropped_nexthops.append(event.id)
-            else:
+            if isinstance(event, RouteUpdate | RouteDelete):  # the bulk of every batch
                 changes[event.prefix] = event
+            elif isinstance(event, NexthopUpdate):
+                self.zebra_nexthops[event.id] = event
+                if by_nexthop is None:
+                    by_nexthop = self._routes_by_nexthop()
+                for prefix in self._users_of(event.id, by_nexthop):
+                    changes.setdefault(prefix, self.wanted[prefix])
+            else:
+                dropped_nexthops.append(event.id)
         self._program(changes)
         for nh_id in dropped_nexthops:
             self.zebra_nexthops.pop(nh_id, None)
@@ -88,10 +91,20 @@ class RouteOrch:
             self.collect_garbage()
         return len(stale)
 
-    def _users_of(self, nh_id: int) -> list[IpPrefix]:
-        groups = {g.id for g in self.zebra_nexthops.values()
-                  if any(m == nh_id for m, _ in g.group)}
-        return [p for p, r in self.wanted.items() if r.nh_id == nh_id or r.nh_id in groups]
+    def _routes_by_nexthop(self) -> dict[int, list[IpPrefix]]:
+        """zebra nexthop id -> the routes that name it. Once per batch, not per nexthop
+        update: a failover updates many groups at once, and a FIB holds thousands of routes."""
+        routes: dict[int, list[IpPrefix]] = defaultdict(list)
+        for prefix, route in self.wanted.items():
+            if route.nh_id:
+                routes[route.nh_id].append(prefix)
+        return routes
+
+    def _users_of(self, nh_id: int, by_nexthop: dict[int, list[IpPrefix]]) -> list[IpPrefix]:
+        """The routes that use a nexthop, directly or through a group holding it."""
+        groups = [g.id for g in self.zebra_nexthops.values()
+                  if any(m == nh_id for m, _ in g.group)]
+        return [p for n in (nh_id, *groups) for p in by_nexthop.get(n, ())]
 
     # -- resolution -----------------------------------------------------------------------
 
