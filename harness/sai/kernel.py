@@ -128,9 +128,10 @@ class KernelBackend:
                 statuses[i] = (Status.SUCCESS if not err or (op.new is None and err in _GONE)
                                else self._repair(op) if err in _REPAIRABLE
                                else _status(err))
-        for i, op in enumerate(ops):
-            if statuses[i] is None:
-                statuses[i] = self._apply_one(op)
+        if len(routes) < len(ops):
+            for i, op in enumerate(ops):
+                if statuses[i] is None:
+                    statuses[i] = self._apply_one(op)
         return statuses  # type: ignore[return-value]
 
     def _apply_one(self, op: Op) -> Status:
