@@ -59,7 +59,7 @@ _COUNTED_KEY_REFS = {NeighborKey: "rif_id"}
 
 # build()'s result and the reason a record points at nothing (None: its references exist).
 Built = tuple[Status, Record | str, str | None]
-KEY_TYPES = {kind: key_type for key_type, kind in ENTRY_TYPES.items()}
+_KEY_TYPES = {kind: key_type for key_type, kind in ENTRY_TYPES.items()}
 
 
 @dataclass
@@ -152,7 +152,7 @@ class SaiSwitch:
         pending = []
         limit, objects = self.capacity.limit(kind), self._objects[kind]
         bulk = _Bulk(objects, None if limit is None else limit - len(objects),
-                     KEY_TYPES.get(kind, type(None)), _ADMISSION.get(kind))
+                     _KEY_TYPES.get(kind, type(None)), _ADMISSION.get(kind))
         for key, attrs in entries:
             status, ref, record, note = self._prepare_create(kind, attrs, key, bulk)
             if record is not None and ref is not None:

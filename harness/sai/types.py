@@ -82,9 +82,8 @@ class IpPrefix(NamedTuple):
         return cls(network.network_address.packed, network.prefixlen)
 
     def __str__(self) -> str:
-        """inet_ntop for IPv4 (the bulk of a FIB, and fast); ipaddress for IPv6, which
-        writes some forms (IPv4-mapped) differently from inet_ntop. Route tables are keyed
-        by this text, so it is written in one place."""
+        """As ipaddress writes it: inet_ntop for IPv4, which writes it the same and fast;
+        ipaddress itself for IPv6, which inet_ntop writes differently in some forms."""
         if len(self.packed) == 4:
             return f"{socket.inet_ntop(socket.AF_INET, self.packed)}/{self.length}"
         return str(IPv6Network((self.packed, self.length)))
