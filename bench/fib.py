@@ -40,6 +40,7 @@ from harness.runtime.nsenter import rtnl_socket
 from harness.sai.kernel import RTPROT_SAI
 from harness.sai.netlink import RTM_NEWROUTE
 from harness.stats import spread
+from harness.testing.footprint import cpu_s
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 
@@ -116,13 +117,28 @@ def load_routes(lab: Lab, node: str, count: int, gateway: str) -> None:
         raise SystemExit(f"{node}: staticd holds {configured} of {count} routes")
 
 
-def measure(lab: Lab, node: str, count: int, proto: int) -> float:
+def cpu_by_process(lab: Lab, node: str) -> dict[str, float]:
+    """CPU seconds used so far by each process of `node`, by name (the agent is Python)."""
+    used: dict[str, float] = {}
+    for pid in lab.runtime.node_processes(node):
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        name = "agent" if name.startswith("python") else name
+        used[name] = used.get(name, 0.0) + cpu_s(pid)
+    return used
+
+
+def measure(lab: Lab, node: str, count: int, proto: int) -> tuple[float, dict[str, float]]:
     """Seconds from link up until the kernel has announced `count` /32 routes of `proto` in
-    the forwarding table; a dump then confirms they are all there (else listening goes on)."""
+    the forwarding table (a dump then confirms they are all there, else listening goes on),
+    and the CPU seconds each of the node's processes used in that time."""
     table = lab.kind(node).fib_table
     buffer = bytearray(1 << 16)
     heard = 0
     with route_listener(lab, node, table, proto) as sock:
+        cpu_before = cpu_by_process(lab, node)
         start = time.monotonic()
         lab.node(node).cmd("ip", "link", "set", "eth1", "up")
         while True:
@@ -139,9 +155,11 @@ def measure(lab: Lab, node: str, count: int, proto: int) -> float:
                         raise
                     heard = fib_size(lab, node, table, proto)
             elapsed = time.monotonic() - start
+            cpu = cpu_by_process(lab, node)
             heard = fib_size(lab, node, table, proto)
             if heard >= count:
-                return elapsed
+                return elapsed, {name: used - cpu_before.get(name, 0.0)
+                                 for name, used in cpu.items() if used > cpu_before.get(name, 0.0)}
 
 
 def gateway(lab: Lab, node: str) -> str:
@@ -150,7 +168,10 @@ def gateway(lab: Lab, node: str) -> str:
     return next(i for i in peer.interfaces if i.name == interface.peer.iface).ipv4.split("/")[0]
 
 
-def one_run(routes: int, keep: bool) -> tuple[float, float]:
+Measured = tuple[float, dict[str, float]]  # seconds, CPU seconds by process
+
+
+def one_run(routes: int, keep: bool) -> tuple[Measured, Measured]:
     """A fresh lab, the routes loaded while the links are down, then both measured."""
     destroy_lab(NAME)
     with tempfile.NamedTemporaryFile("w", suffix=".yml") as topo:
@@ -169,20 +190,28 @@ def one_run(routes: int, keep: bool) -> tuple[float, float]:
             lab.destroy()
 
 
+def show_cpu(used: dict[str, float]) -> str:
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in
+                     sorted(used.items(), key=lambda item: -item[1]) if seconds >= 0.005)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--routes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
     args = parser.parse_args()
-    print(f"routes: {args.routes}, runs: {args.runs}")
+    print(f"routes: {args.routes}, runs: {args.runs} "
+          "(CPU: seconds each process of the node used while timed)")
     directs, switches = [], []
     for run in range(1, args.runs + 1):
-        direct, switch = one_run(args.routes, keep=args.keep and run == args.runs)
+        (direct, direct_cpu), (switch, switch_cpu) = one_run(
+            args.routes, keep=args.keep and run == args.runs)
         directs.append(direct)
         switches.append(switch)
-        print(f"  run {run}: direct {direct:.3f} s, SAI path {switch:.3f} s, "
-              f"ratio {switch / direct:.2f}x", flush=True)
+        print(f"  run {run}: direct {direct:.3f} s (CPU {show_cpu(direct_cpu)}), SAI path "
+              f"{switch:.3f} s (CPU {show_cpu(switch_cpu)}), ratio {switch / direct:.2f}x",
+              flush=True)
     ratio = spread(s / d for s, d in zip(switches, directs, strict=True))
     print(f"zebra -> kernel (direct):               {spread(directs).format('.3f', ' s')}")
     print(f"zebra -> FPM -> agent -> SAI -> kernel: {spread(switches).format('.3f', ' s')}")
