@@ -3,3 +3,7 @@
 Architecture, in the order a lab is built:
 topology (file -> plan) -> runtime (namespaces) -> nodes (FRR, agent, SAI) -> links -> faults.
 """
+
+from harness import pyroute2_bare
+
+pyroute2_bare.register()

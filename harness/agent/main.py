@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import IPRoute
+from pyroute2.iproute import IPRoute
 
 from harness.agent.client import SOCKET_NAME
 from harness.agent.control import answer

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
-
-from pyroute2 import IPRoute
+from typing import TYPE_CHECKING
 
 from harness.runtime.base import Runtime
 from harness.runtime.nsenter import netlink, rtnl_socket
 from harness.runtime.rtnl_batch import LOOPBACK_IFINDEX, RtnlBatch
 from harness.topology.plan import NodePlan
+
+if TYPE_CHECKING:
+    from pyroute2.iproute import IPRoute
 
 # Set before any link exists, so every interface inherits the `default` values.
 ROUTER_SYSCTLS = {

@@ -23,8 +23,6 @@ from collections.abc import Callable
 from ipaddress import ip_address
 from typing import Any
 
-from pyroute2 import IPRoute
-
 from harness.runtime.nsenter import netlink
 from harness.sai.backend import Discovery, ObjectView, Op, Ref
 from harness.sai.netlink import (
@@ -106,9 +104,6 @@ class KernelBackend:
 
     def close(self) -> None:
         self.channel.close()
-
-    def _ip(self) -> IPRoute:
-        return netlink(self.netns_path) if self.netns_path else IPRoute()
 
     # -- batches --------------------------------------------------------------------------
 
@@ -312,7 +307,7 @@ class KernelBackend:
 
     def _port(self, op: Op) -> Status:
         port: Port = op.new or op.old  # type: ignore[assignment]
-        with self._ip() as ip:
+        with netlink(self.netns_path) as ip:
             links = ip.get_links(port.hw_lane_list[0])
             if not links:
                 return Status.INVALID_PARAMETER
@@ -332,7 +327,7 @@ class KernelBackend:
     def _neighbor(self, op: Op) -> Status:
         key: NeighborKey = op.ref  # type: ignore[assignment]
         lane = self._lane_of_rif(key.rif_id)
-        with self._ip() as ip:
+        with netlink(self.netns_path) as ip:
             if op.new is None:
                 ip.neigh("del", dst=key.ip, ifindex=lane)
             else:
@@ -344,7 +339,7 @@ class KernelBackend:
     def _my_sid(self, op: Op) -> Status:
         key = op.ref
         sid = f"{key.sid}/128"  # type: ignore[union-attr]
-        with self._ip() as ip:
+        with netlink(self.netns_path) as ip:
             if op.new is None:
                 ip.route("del", dst=sid, table=self.table)
                 return Status.SUCCESS
@@ -366,13 +361,13 @@ class KernelBackend:
     # -- counters -------------------------------------------------------------------------
 
     def port_stats(self, port: Port) -> dict[str, int]:
-        with self._ip() as ip:
+        with netlink(self.netns_path) as ip:
             links = ip.get_links(port.hw_lane_list[0])
         stats = links[0].get_attr("IFLA_STATS64") if links else None
         return {name: int(stats[field]) for name, field in _PORT_STATS.items()} if stats else {}
 
     def queue_stats(self, port: Port) -> list[dict[str, int]]:
-        with self._ip() as ip:
+        with netlink(self.netns_path) as ip:
             qdiscs = [q for q in ip.get_qdiscs(index=port.hw_lane_list[0])
                       if q["parent"] == 0xFFFFFFFF]
         if not qdiscs:

@@ -40,7 +40,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import IPRoute
+from pyroute2.iproute import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_LINK
 from pyroute2.netlink.rtnl.marshal import MarshalRtnl
 

@@ -28,3 +28,17 @@ def test_node_programs_import_nothing_the_images_lack() -> None:
     out = subprocess.run([sys.executable, "-c", BLOCKER], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def test_pyroute2_loads_only_the_modules_the_harness_names() -> None:
+    """Its package __init__ would import all of pyroute2 (NDB, IPDB, WireGuard...): 0.4 s of
+    every command's start and memory in every node agent (harness/pyroute2_bare.py)."""
+    probe = ("import sys, importlib\n"
+             f"for module in {NODE_MODULES!r} + ('harness.lab', 'harness.cli'):\n"
+             "    importlib.import_module(module)\n"
+             "loaded = sorted(m for m in sys.modules if m.startswith(('pyroute2.ndb', "
+             "'pyroute2.ipdb', 'pyroute2.conntrack', 'pyroute2.netlink.generic.wireguard')))\n"
+             "assert not loaded, loaded\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
