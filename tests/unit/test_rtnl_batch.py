@@ -40,11 +40,13 @@ def test_link_up_and_veth_decode_as_sent() -> None:
     batch.add_veth(101, "eth1", 9000, 102, "eth2", 5)
     up, veth = queued(batch, ifinfmsg)
     assert (up["index"], up["flags"], up["change"]) == (100, IFF_UP, IFF_UP)
-    assert veth["index"] == 101 and veth.get_attr("IFLA_MTU") == 9000
+    assert (veth["index"], veth["flags"], veth["change"]) == (101, IFF_UP, IFF_UP)
+    assert veth.get_attr("IFLA_IFNAME") == "eth1" and veth.get_attr("IFLA_MTU") == 9000
     info = veth.get_attr("IFLA_LINKINFO")
     assert info.get_attr("IFLA_INFO_KIND") == "veth"
     peer = info.get_attr("IFLA_INFO_DATA").get_attr("VETH_INFO_PEER")
     assert peer["index"] == 102 and peer.get_attr("IFLA_IFNAME") == "eth2"
+    assert peer.get_attr("IFLA_MTU") == 9000
     assert peer.get_attr("IFLA_NET_NS_FD") == 5
 
 
