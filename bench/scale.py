@@ -4,9 +4,10 @@
 Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on every session, the
 shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
 prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
-PSS per node, and CPU while the converged lab idles. Then the growth exponent of each (the
-slope of log cost over log nodes between the sizes that converged: 1 is linear). It stops at
-the first size that does not converge within --timeout and prints what stopped it.
+PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes. Then the
+growth exponent of each (the slope of log cost over log nodes between the sizes that
+converged: 1 is linear). It stops at the first size that does not converge within --timeout
+and prints what stopped it.
 
 With `--bfd offload bfdd` the sizes run once per BFD engine, so each node's fl-bfd is measured
 against bfdd's own packet loop in the same run (harness/nodes/bfd).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +37,7 @@ from harness.testing.footprint import footprint  # noqa: E402
 
 HOSTS_PER_LEAF = 16  # fpf-64's
 COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node (MiB)",
-           "idle CPU (cores)")
+           "idle CPU (cores)", "inspect (s)")
 
 
 def params(hosts: int, bfd: str) -> FpfParams:
@@ -52,11 +54,20 @@ def measure(hosts: int, bfd: str, idle_s: float, timeout: float) -> dict[str, fl
             converged = lab.deploy(timeout=timeout)
             seconds = time.monotonic() - start
             cost = footprint(lab, lab.node_names, idle_s)
+            inspect_s = time_inspect(lab.plan.name)
         finally:
             lab.destroy()
     n = len(lab.plan.nodes)
     return dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
-                              cost.pss_mib / n, cost.cpu_cores), strict=True))
+                              cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True))
+
+
+def time_inspect(lab: str) -> float:
+    """`labctl inspect` as an operator runs it: a fresh process, the table printed."""
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-m", "harness.cli", "inspect", lab], check=True,
+                   stdout=subprocess.DEVNULL, cwd=REPO)
+    return time.monotonic() - start
 
 
 def exponent(sizes: list[float], costs: list[float]) -> float:

@@ -27,7 +27,8 @@ class Fault:
     kind: str
     target: str
     undo: Callable[[], None] = field(repr=False)
-    injected_ns: int = 0
+    injected_ns: int = 0  # when injecting began
+    applied_ns: int = 0  # when every part of it was in place (a plane is several switches)
     undone_ns: int | None = None
 
     def __str__(self) -> str:
@@ -35,7 +36,8 @@ class Fault:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "fault": str(self), "kind": self.kind, "target": self.target,
-                "injected_ns": self.injected_ns, "undone_ns": self.undone_ns}
+                "injected_ns": self.injected_ns, "applied_ns": self.applied_ns,
+                "undone_ns": self.undone_ns}
 
 
 class Faults:
@@ -51,7 +53,8 @@ class Faults:
     def _inject(self, kind: str, target: str, do: Callable[[int], Callable[[], None]]) -> Fault:
         fault_id, self._next_id = self._next_id, self._next_id + 1
         injected = time.monotonic_ns()
-        fault = Fault(fault_id, kind, target, do(fault_id), injected)
+        undo = do(fault_id)
+        fault = Fault(fault_id, kind, target, undo, injected, applied_ns=time.monotonic_ns())
         self.history.append(fault)
         return fault
 
