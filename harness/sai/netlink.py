@@ -96,9 +96,9 @@ def pack_seg6_encap(segments: tuple[IPv6Address, ...]) -> bytes:
 _RTMSG = struct.Struct("=IHHIIBBBBBBBBI")  # nlmsghdr + struct rtmsg
 _U32_ATTR = struct.Struct("=HHI")
 _ATTR = struct.Struct("=HH")
-_FAMILY_OF_SIZE = {4: socket.AF_INET, 16: socket.AF_INET6}
-_DST_HEADER = {size: _ATTR.pack(4 + size, 1) for size in _FAMILY_OF_SIZE}  # RTA_DST
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 15, 30
+_FAMILY_OF_SIZE = {4: socket.AF_INET, 16: socket.AF_INET6}
+_DST_HEADER = {size: _ATTR.pack(4 + size, RTA_DST) for size in _FAMILY_OF_SIZE}
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
 
@@ -119,7 +119,7 @@ def route_encoder(msg_type: int, flags: int, table: int, proto: int, *, nh_id: i
         elif nh_id:
             tail += _U32_ATTR.pack(8, RTA_NH_ID, nh_id)
         elif gateway:
-            tail += struct.pack("=HH", 4 + len(gateway), RTA_GATEWAY) + gateway
+            tail += _ATTR.pack(4 + len(gateway), RTA_GATEWAY) + gateway
             tail += _U32_ATTR.pack(8, RTA_OIF, oif)
         else:
             tail += _U32_ATTR.pack(8, RTA_OIF, oif)
