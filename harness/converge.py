@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import CheckFailed, LabError
 from harness.nodes.neighbours import Neighbour, answers, declared, is_up
-from harness.runtime.rtnl_dump import host_routes
+from harness.runtime.rtnl_route import host_routes
 from harness.topology.plan import Session
 from harness.topology.reachability import reachable_origins
 

@@ -13,6 +13,17 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from harness.runtime.rtnl_route import (
+    RTA_DST,
+    RTA_GATEWAY,
+    RTA_MULTIPATH,
+    RTA_NH_ID,
+    RTA_OIF,
+    RTA_TABLE,
+    RTMSG,
+    attributes,
+    multipath,
+)
 from harness.sai.netlink import (
     RTM_DELNEXTHOP,
     RTM_DELROUTE,
@@ -27,11 +38,7 @@ from harness.sai.netlink import (
 from harness.sai.types import IpPrefix
 
 RT_TABLE_MAIN = 254
-_RTMSG = struct.Struct("=BBBBBBBBI")
-_ATTR = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
-_RTNH = struct.Struct("=HBBi")
-RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 9, 15, 30
 RTN_UNREACHABLE, RTN_PROHIBIT = 7, 8
 
 
@@ -75,28 +82,6 @@ class RouteDelete:
 Event = NexthopUpdate | NexthopDelete | RouteUpdate | RouteDelete
 
 
-def _attributes(data: bytes, offset: int) -> dict[int, bytes]:
-    """Type -> payload of the netlink attributes from `offset` on."""
-    values = {}
-    while offset + 4 <= len(data):
-        length, kind = _ATTR.unpack_from(data, offset)
-        if length < 4:
-            break
-        values[kind & 0x3FFF] = data[offset + 4:offset + length]
-        offset += (length + 3) & ~3
-    return values
-
-
-def _multipath(data: bytes) -> tuple[Hop, ...]:
-    hops, offset = [], 0
-    while offset + _RTNH.size <= len(data):
-        length, _flags, weight, ifindex = _RTNH.unpack_from(data, offset)
-        gateway = _attributes(data[offset:offset + length], _RTNH.size).get(RTA_GATEWAY)
-        hops.append(Hop(unpack_address(gateway) if gateway else None, ifindex, weight + 1))
-        offset += (length + 3) & ~3
-    return tuple(hops)
-
-
 def _prefix(family: int, dst: bytes | None, dst_len: int) -> IpPrefix:
     size = 4 if family == socket.AF_INET else 16
     host_bits = size * 8 - dst_len
@@ -109,8 +94,8 @@ def _prefix(family: int, dst: bytes | None, dst_len: int) -> IpPrefix:
 
 def decode_route(msg_type: int, message: bytes) -> RouteUpdate | RouteDelete | None:
     family, dst_len, _src, _tos, table, protocol, _scope, rtype, _flags = \
-        _RTMSG.unpack_from(message, 16)
-    values = _attributes(message, 16 + _RTMSG.size)
+        RTMSG.unpack_from(message, 16)
+    values = attributes(message, 16 + RTMSG.size)
     if RTA_TABLE in values:
         (table,) = _U32.unpack(values[RTA_TABLE])
     if table != RT_TABLE_MAIN or family not in (socket.AF_INET, socket.AF_INET6):
@@ -123,7 +108,9 @@ def decode_route(msg_type: int, message: bytes) -> RouteUpdate | RouteDelete | N
     if RTA_NH_ID in values:  # the common case: positional arguments are the fastest
         return RouteUpdate(prefix, _U32.unpack(values[RTA_NH_ID])[0], (), False, protocol)
     if RTA_MULTIPATH in values:
-        return RouteUpdate(prefix, hops=_multipath(values[RTA_MULTIPATH]), protocol=protocol)
+        return RouteUpdate(prefix, protocol=protocol, hops=tuple(
+            Hop(unpack_address(h.gateway) if h.gateway else None, h.ifindex, h.weight)
+            for h in multipath(values[RTA_MULTIPATH])))
     oif = _U32.unpack(values[RTA_OIF])[0] if RTA_OIF in values else 0
     gateway = unpack_address(values[RTA_GATEWAY]) if RTA_GATEWAY in values else None
     return RouteUpdate(prefix, hops=(Hop(gateway, oif),), protocol=protocol)

@@ -40,12 +40,17 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-from pyroute2.iproute import IPRoute
-from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_LINK
-from pyroute2.netlink.rtnl.marshal import MarshalRtnl
-
 from harness.runtime.libnft import Nft
-from harness.runtime.rtnl_batch import NLMSGHDR
+from harness.runtime.rtnl_batch import split
+from harness.runtime.rtnl_route import (
+    HOST_LEN,
+    RTA_DST,
+    RTMSG,
+    attributes,
+    dump_routes,
+    next_hops,
+    table_of,
+)
 from harness.sai.netlink import (
     NLM_F_CREATE,
     NLM_F_REPLACE,
@@ -53,7 +58,7 @@ from harness.sai.netlink import (
     RTM_NEWROUTE,
     Channel,
     route_message,
-    split_messages,
+    unpack_address,
 )
 from harness.spray.bfd import BfdWatch, EngineWatch
 from harness.spray.probe import EVERY_PEER, ProbeEngine
@@ -66,61 +71,63 @@ from harness.spray.ruleset import (
 
 RT_TABLE_MAIN = 254
 RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
-HOST_PREFIX = {2: 32, 10: 128}  # AF_INET, AF_INET6
-RESYNC_EVENTS = {"RTM_NEWLINK", "RTM_DELLINK"}
+RTM_NEWLINK, RTM_DELLINK = 16, 17  # a link event re-reads the main table
+RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
 RETRY_S = 1.0  # reconnect to the BFD feed, restart the probe engine
 JOIN_BATCH_S = 0.2
 READ_BUDGET = 256 << 10  # route events parsed per turn (~2,000): a BFD verdict waits no longer
 SO_RCVBUFFORCE = 33  # not exported by the socket module
 EVENT_RCVBUF = 8 << 20  # a plane failure on a large lab changes hundreds of routes at once
 RTPROT_STATIC = 4
-RTM_TABLE_OFFSET = 4  # struct rtmsg: family, dst_len, src_len, tos, table
 
 Hops = dict[int, str]  # plane -> gateway
 
 
 class RouteEvents:
-    """A plain rtnetlink socket subscribed to route and link changes. pyroute2's own sockets
-    read ahead into an asyncio queue, which would hide pending events from select()."""
+    """A plain rtnetlink socket subscribed to route and link changes, read without parsing
+    (see `host_route`)."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, EVENT_RCVBUF)
         self.sock.bind((0, RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE | RTMGRP_LINK))
         self.sock.setblocking(False)
-        self.marshal = MarshalRtnl()
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def read(self) -> list[Any] | None:
-        """Pending messages, up to READ_BUDGET bytes a turn, but routes of other tables than
-        main (the agent's own plane routes, thousands at deploy: skipped before pyroute2
-        parses them); None if the kernel dropped some (the socket overflowed)."""
-        messages: list[Any] = []
+    def read(self) -> list[tuple[int, bytes]] | None:
+        """(type, body) of the pending messages, up to READ_BUDGET bytes a turn; None if the
+        kernel dropped some (the socket overflowed)."""
+        messages: list[tuple[int, bytes]] = []
         taken = 0
         while taken < READ_BUDGET:
             try:
                 data = self.sock.recv(1 << 20)
-                taken += len(data)
-                kept = main_table_messages(data)
-                messages += self.marshal.parse(kept) if kept else []
             except BlockingIOError:
                 return messages
             except OSError as exc:
                 if exc.errno == errno.ENOBUFS:
                     return None
                 raise
+            taken += len(data)
+            messages += [(kind, body) for kind, _, body in split(data)]
         return messages  # more may be queued: the loop comes back once BFD has been heard
 
 
-def main_table_messages(data: bytes) -> bytes:
-    """The netlink messages of `data` but routes of other tables than main (a table above
-    255 is in RTA_TABLE, with rtm_table = RT_TABLE_COMPAT: skipped too)."""
-    table_at = NLMSGHDR.size + RTM_TABLE_OFFSET
-    return b"".join(message for kind, _, message in split_messages(data)
-                    if kind not in (RTM_NEWROUTE, RTM_DELROUTE)
-                    or (len(message) > table_at and message[table_at] == RT_TABLE_MAIN))
+def host_route(body: bytes, plane_of_index: dict[int, int]) -> tuple[str, Hops] | None:
+    """A main-table host route's destination and its live next hops by plane; None for any
+    other route (the agent's own plane-table routes are most of them at deploy)."""
+    family, dst_len, _, _, rtm_table, _, _, _, flags = RTMSG.unpack_from(body)
+    if HOST_LEN.get(family) != dst_len:
+        return None
+    values = attributes(body, RTMSG.size)
+    if table_of(rtm_table, values) != RT_TABLE_MAIN or RTA_DST not in values:
+        return None
+    hops = {plane: unpack_address(hop.gateway) for hop in next_hops(values, flags)
+            if (plane := plane_of_index.get(hop.ifindex)) is not None and hop.gateway
+            and not hop.flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN)}
+    return socket.inet_ntop(family, values[RTA_DST]), hops
 
 
 def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]],
@@ -151,7 +158,6 @@ class Sprayer:
         self.probe: ProbeEngine | None = None
         self.drained: dict[str, dict[int, str]] = {}  # address -> {plane: why the probes say}
         self.everywhere: dict[int, str] = {}  # planes the probes drained towards every address
-        self.ip = IPRoute()
         self.channel = Channel()  # plane-table routes, many per send
         self.nft = Nft()
         self.events = RouteEvents()
@@ -168,56 +174,28 @@ class Sprayer:
 
     # -- reading what zebra installed --------------------------------------------------------
 
-    def _map_interfaces(self) -> None:
-        self.plane_of_index = {}
-        for link in self.ip.get_links():
-            name = link.get_attr("IFLA_IFNAME")
-            if name in self.nic_planes:
-                self.plane_of_index[link["index"]] = self.nic_planes[name]
-
-    def _hops(self, route: Any) -> Hops:
-        multipath = route.get_attr("RTA_MULTIPATH")
-        entries = multipath or [route]
-        hops: Hops = {}
-        for nh in entries:
-            oif = nh["oif"] if multipath else route.get_attr("RTA_OIF")
-            plane = self.plane_of_index.get(oif)
-            gateway = nh.get_attr("RTA_GATEWAY")
-            if plane is None or gateway is None or nh["flags"] & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
-                continue
-            hops[plane] = gateway
-        return hops
-
-    @staticmethod
-    def _host_route(msg: Any) -> str | None:
-        """The destination of a main-table host route, or None for any other route."""
-        table = msg.get_attr("RTA_TABLE") or msg["table"]
-        if table != RT_TABLE_MAIN or msg["dst_len"] != HOST_PREFIX.get(msg["family"]):
-            return None
-        return msg.get_attr("RTA_DST")
-
     def resync(self) -> None:
-        self._map_interfaces()
-        wanted = {}
-        for family in HOST_PREFIX:
-            for route in self.ip.get_routes(family=family, table=RT_TABLE_MAIN):
-                dst = self._host_route(route)
-                if dst is not None and (hops := self._hops(route)):
-                    wanted[dst] = hops
-        self.routes = wanted
+        self.plane_of_index = {index: self.nic_planes[name] for index, name in
+                               socket.if_nameindex() if name in self.nic_planes}
+        routes = {}
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as sock:
+            for _, body in dump_routes(sock):
+                route = host_route(body, self.plane_of_index)
+                if route is not None and route[1]:
+                    routes[route[0]] = route[1]
+        self.routes = routes
 
-    def on_event(self, msg: Any) -> None:
-        event = msg.get("event")
-        if event in RESYNC_EVENTS:
+    def on_event(self, kind: int, body: bytes) -> None:
+        if kind in (RTM_NEWLINK, RTM_DELLINK):
             self.resync()
             return
-        if event not in ("RTM_NEWROUTE", "RTM_DELROUTE"):
+        if kind not in (RTM_NEWROUTE, RTM_DELROUTE):
             return
-        dst = self._host_route(msg)
-        if dst is None:
+        route = host_route(body, self.plane_of_index)
+        if route is None:
             return
-        hops = self._hops(msg) if event == "RTM_NEWROUTE" else {}
-        if hops:
+        dst, hops = route
+        if hops and kind == RTM_NEWROUTE:
             self.routes[dst] = hops
         else:
             self.routes.pop(dst, None)
@@ -270,17 +248,14 @@ class Sprayer:
     def install_rules(self) -> None:
         """Policy rules per plane, and empty plane tables (a restarted agent starts clean)."""
         planes = sorted(set(self.nic_planes.values()))
-        # iproute2 flushes in C; a pyroute2 dump of ~1800 routes costs seconds of CPU
-        flush = "".join(f"route flush table {plane_table(p)}\n" for p in planes)
+        # iproute2 flushes in C (a dump through Python would cost a host of fpf-64 seconds);
+        # rules are deleted, any an earlier agent left, then added
         for family in ("-4", "-6"):
-            subprocess.run(["ip", family, "-batch", "-"], input=flush, text=True, check=True,
-                           capture_output=True)
-        for family in HOST_PREFIX:
-            for plane in planes:
-                rule = {"family": family, "fwmark": plane_mark(plane), "table": plane_table(plane),
-                        "priority": RULE_PREF_BASE + plane}
-                if not self.ip.get_rules(**rule):
-                    self.ip.rule("add", **rule)
+            rules = [f"fwmark {plane_mark(p)} table {plane_table(p)} pref {RULE_PREF_BASE + p}"
+                     for p in planes]
+            ip_batch(family, [f"route flush table {plane_table(p)}" for p in planes])
+            ip_batch(family, [f"rule del {rule}" for rule in rules], check=False)
+            ip_batch(family, [f"rule add {rule}" for rule in rules])
 
     def _send_routes(self, msg_type: int, routes: list[tuple[str, int, str]]) -> None:
         """Replace or delete plane-table routes (dst, plane, gateway), all in a few sends:
@@ -288,8 +263,8 @@ class Sprayer:
         nics = {p: i for i, p in self.plane_of_index.items()}
         flags = NLM_F_REPLACE | NLM_F_CREATE if msg_type == RTM_NEWROUTE else 0
         first = self.channel.reserve(len(routes))
-        messages = [route_message(msg_type, flags, first + n, ip_address(dst).packed,
-                                  HOST_PREFIX[10 if ":" in dst else 2], plane_table(plane),
+        messages = [route_message(msg_type, flags, first + n, (packed := ip_address(dst).packed),
+                                  len(packed) * 8, plane_table(plane),
                                   RTPROT_STATIC, oif=nics[plane],
                                   gateway=ip_address(gateway).packed)
                     for n, (dst, plane, gateway) in enumerate(routes)]
@@ -349,7 +324,7 @@ class Sprayer:
                  "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())},
                  "routes": {dst: sorted(h) for dst, h in sorted(self.routes.items())}}
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
+        tmp.write_text(json.dumps(state))  # no indent: json.dumps stays in C
         os.replace(tmp, self.state_file)
 
     # -- the loop -----------------------------------------------------------------------------
@@ -388,8 +363,8 @@ class Sprayer:
                 messages = self.events.read()
                 if messages is None:
                     self.resync()  # events were lost: the table itself is the truth
-                for msg in messages or ():
-                    self.on_event(msg)
+                for kind, body in messages or ():
+                    self.on_event(kind, body)
             self.wanted = self._wanted()
             if self.losing() or (joining is not None and started >= joining + JOIN_BATCH_S):
                 self.apply(started if joining is None else joining)
@@ -406,6 +381,13 @@ class Sprayer:
             return self.drained
         return {dst: {**self.everywhere, **self.drained.get(dst, {})}
                 for dst in self.routes.keys() | self.drained.keys()}
+
+
+def ip_batch(family: str, commands: list[str], *, check: bool = True) -> None:
+    """iproute2 commands in one `ip -batch`; unchecked ones run on past a failure."""
+    subprocess.run(["ip", family, *(() if check else ("-force",)), "-batch", "-"],
+                   input="".join(f"{c}\n" for c in commands), text=True, check=check,
+                   capture_output=True)
 
 
 def main(argv: list[str]) -> int:

@@ -42,3 +42,13 @@ def test_pyroute2_loads_only_the_modules_the_harness_names() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_node_agents_start_without_pyroute2s_iproute() -> None:
+    """IPRoute's import is 0.15 s of CPU and 10 MB in each agent: on fpf-64 every one of its
+    112 nodes starts one, while the nodes started before it are converging."""
+    probe = ("import sys, harness.agent.main, harness.spray.agent\n"
+             "assert 'pyroute2.iproute' not in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
