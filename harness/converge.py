@@ -32,6 +32,10 @@ class Convergence:
     def done(self) -> bool:
         return not self.sessions_down and not self.routes_missing and not self.neighbours_down
 
+    def nodes_short(self) -> set[str]:
+        """Nodes with a session not Established or a loopback missing from their FIB."""
+        return {s.node for s in self.sessions_down} | self.routes_missing.keys()
+
     @property
     def neighbours_up(self) -> int:
         return self.neighbours_total - len(self.neighbours_down)
@@ -69,50 +73,73 @@ def fib_host_routes(lab: LabContext, node: str) -> set[str]:
     return host_routes(lab.runtime.netns_path(node), lab.kind(node).fib_table)
 
 
-def check(lab: LabContext, pool: ThreadPoolExecutor) -> Convergence:
-    plan = lab.plan
-    conv = Convergence(sessions_total=len(plan.sessions))
+NodeState = tuple[dict[str, str], set[str]]  # BGP peer -> FSM state, FIB host routes
 
-    def node_state(name: str) -> tuple[dict[str, str], set[str]]:
+
+class Poll:
+    """Every node's BGP sessions and FIB, re-read only where the last read found the node
+    short: one read is a bgpd JSON dump and a FIB dump per node (~25k routes on fpf-64),
+    and re-reading the converged part of a big lab every round starves the part that is
+    still converging. Only a full read can say the lab is converged."""
+
+    def __init__(self, lab: LabContext, pool: ThreadPoolExecutor) -> None:
+        self.lab, self.pool = lab, pool
+        self.names = [n.name for n in lab.plan.nodes if not n.user_configured]
+        self.results: dict[str, NodeState] = {}
+
+    def _node_state(self, name: str) -> NodeState:
         try:
-            states = lab.frr(name).bgp_peer_states()
+            states = self.lab.frr(name).bgp_peer_states()
         except LabError:
             states = {}
-        return states, fib_host_routes(lab, name)
+        return states, fib_host_routes(self.lab, name)
 
-    names = [n.name for n in plan.nodes if not n.user_configured]
-    results = dict(zip(names, pool.map(node_state, names), strict=True))
-    wanted = declared(lab)
-    tables = dict(zip(wanted, pool.map(lambda n: answers(lab.frr(n)), wanted), strict=True))
-    for node, neighbours in wanted.items():
-        conv.neighbours_total += len(neighbours)
-        conv.neighbours_down += [n for n in neighbours if not is_up(n, tables[node])]
-    for s in plan.sessions:
-        if results[s.node][0].get(s.peer_ip) != "Established":
-            conv.sessions_down.append(s)
-    loopbacks = plan.loopbacks()
-    for node, origins in reachable_origins(plan).items():
-        if node not in results:  # a user's node: its neighbours are checked instead
-            continue
-        wanted = {f"{loopbacks[o][0]}/32" for o in origins}
-        wanted |= {f"{loopbacks[o][1]}/128" for o in origins}
-        conv.routes_total += len(wanted)
-        missing = sorted(wanted - results[node][1])
-        if missing:
-            conv.routes_missing[node] = missing
-    return conv
+    def read(self, names: list[str] | None = None) -> Convergence:
+        """Re-read `names` (None: every node) and judge the lab on what was last read."""
+        names = self.names if names is None else names
+        self.results.update(zip(names, self.pool.map(self._node_state, names), strict=True))
+        return self.judge()
+
+    def judge(self) -> Convergence:
+        lab, plan, results = self.lab, self.lab.plan, self.results
+        conv = Convergence(sessions_total=len(plan.sessions))
+        wanted = declared(lab)
+        tables = dict(zip(wanted, self.pool.map(lambda n: answers(lab.frr(n)), wanted),
+                          strict=True))
+        for node, neighbours in wanted.items():
+            conv.neighbours_total += len(neighbours)
+            conv.neighbours_down += [n for n in neighbours if not is_up(n, tables[node])]
+        for s in plan.sessions:
+            if results[s.node][0].get(s.peer_ip) != "Established":
+                conv.sessions_down.append(s)
+        loopbacks = plan.loopbacks()
+        for node, origins in reachable_origins(plan).items():
+            if node not in results:  # a user's node: its neighbours are checked instead
+                continue
+            routes = {f"{loopbacks[o][0]}/32" for o in origins}
+            routes |= {f"{loopbacks[o][1]}/128" for o in origins}
+            conv.routes_total += len(routes)
+            missing = sorted(routes - results[node][1])
+            if missing:
+                conv.routes_missing[node] = missing
+        return conv
 
 
 def wait_converged(lab: LabContext, timeout: float,
                    on_poll: Callable[[Convergence], None] = lambda c: None) -> Convergence:
     deadline = time.monotonic() + timeout
     with ThreadPoolExecutor(max_workers=8) as pool:
+        poll = Poll(lab, pool)
+        conv, full = poll.read(), True
         while True:
-            conv = check(lab, pool)
             on_poll(conv)
-            if conv.done:
+            if conv.done and full:
                 return conv
             if time.monotonic() > deadline:
                 raise CheckFailed(f"lab {lab.plan.name} did not converge within {timeout:.0f}s; "
                                f"still missing:\n{conv.report()}")
             time.sleep(0.3)
+            # the nodes found short; once none is, all of them, to confirm
+            full = conv.done
+            conv = poll.read(None if full else sorted(conv.nodes_short()))
+
