@@ -14,6 +14,7 @@ from harness.nodes.neighbours import Neighbour, answers, declared, is_up
 from harness.runtime.rtnl_route import host_routes
 from harness.topology.plan import Session
 from harness.topology.reachability import reachable_origins
+from harness.topology.render import bfd_attachment
 
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
@@ -143,3 +144,26 @@ def wait_converged(lab: LabContext, timeout: float,
             full = conv.done
             conv = poll.read(None if full else sorted(conv.nodes_short()))
 
+
+def wait_bfd_up(lab: LabContext, timeout: float) -> None:
+    """Every planned BGP session's BFD session Up, as each node's bfdd reports it."""
+    deadline = time.monotonic() + timeout
+    pending = {n.name: len(lab.plan.sessions_of(n.name)) for n in lab.plan.nodes
+               if bfd_attachment(lab.plan, n)}
+
+    def up(name: str) -> bool:
+        try:
+            peers = lab.frr(name).show_json("bfdd", "show bfd peers", enable=True)
+        except (LabError, OSError):
+            return False
+        return sum(1 for p in peers if p.get("status") == "up") >= pending[name]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        while pending:
+            pending = {n: c for n, c, ok in zip(pending, pending.values(),
+                                                 pool.map(up, pending), strict=True) if not ok}
+            if pending and time.monotonic() > deadline:
+                raise CheckFailed(f"lab {lab.plan.name}: BFD not up within {timeout:.0f}s on "
+                                  f"{', '.join(sorted(pending))}")
+            if pending:
+                time.sleep(0.2)

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from harness.converge import Convergence, wait_converged
+from harness.converge import Convergence, wait_bfd_up, wait_converged
 from harness.deploy.context import LabContext
 from harness.errors import LabError
 from harness.links import impair
 from harness.links.bridge import join_bridge
 from harness.links.veth import queue_addresses, queue_veth
+from harness.nodes.frr import attach_bfd
 from harness.nodes.neighbours import declared
 from harness.runtime.nsenter import write_sysctls
 from harness.runtime.rtnl_batch import RtnlBatch
@@ -118,13 +119,17 @@ def run_exec(lab: LabContext, progress: Progress) -> None:
 
 
 def converge(timeout: float) -> Stage:
-    """Sessions and FIBs, then every multi-plane host spraying on all of its planes (a plane
-    joins a host's spray set once its BFD session is up and its routes are in)."""
+    """Sessions and FIBs, then BFD on the sessions (render.py says why it comes last), then
+    every multi-plane host spraying on all of its planes (a plane joins a host's spray set
+    once its BFD session is up and its routes are in)."""
     def run(lab: LabContext, progress: Progress) -> Convergence:
         deadline = time.monotonic() + timeout
         progress.stage("converging", len(lab.plan.sessions) + sum(
             len(n) for n in declared(lab).values()))
         converged = wait_converged(lab, timeout, progress.converge)
+        with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
+            list(pool.map(lambda node: attach_bfd(lab, node), lab.plan.nodes))
+        wait_bfd_up(lab, timeout=max(1.0, deadline - time.monotonic()))
         if spraying_hosts(lab.plan):
             wait_spray(lab, timeout=max(1.0, deadline - time.monotonic()))
         return converged

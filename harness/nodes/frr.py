@@ -27,7 +27,7 @@ from harness.paths import FRR_RUN, bfd_socket_dirs, frr_pathspace
 from harness.runtime.journal import Journal
 from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan
-from harness.topology.render import render_frr
+from harness.topology.render import bfd_attachment, render_frr
 
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
@@ -70,7 +70,13 @@ class Frr:
     def config_file(self) -> Path:
         return self.workdir / "frr.conf"
 
-    def prepare(self, config: str) -> None:
+    @property
+    def boot_file(self) -> Path:
+        """What a freshly wired node starts with, when it differs from frr.conf (render.py:
+        its BGP neighbours' BFD comes once BGP is up)."""
+        return self.run_dir / "boot.conf"
+
+    def prepare(self, config: str, boot: str | None = None) -> None:
         for d in (self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
         dirs = [str(self.run_dir), str(self.log_dir)]
@@ -83,6 +89,8 @@ class Frr:
             raise LabError(f"{self.node.name}: cannot give FRR its directories: "
                            f"{out.stderr.strip()}")
         self.config_file.write_text(config)
+        if boot is not None:
+            self.boot_file.write_text(boot)
         # vtysh reads this from its config dir: saves go to the integrated frr.conf beside it.
         (self.workdir / "vtysh.conf").write_text("service integrated-vtysh-config\n")
         for daemon in self.daemons:  # read at start (empty: frr.conf is applied by vtysh)
@@ -121,11 +129,12 @@ class Frr:
         return [line for line in self.refused_file.read_text().splitlines() if line.strip()]
 
     def start(self, journal: Journal, zebra_args: tuple[str, ...] = (), *,
-              strict: bool = True) -> None:
+              strict: bool = True, config: Path | None = None) -> None:
         """Start zebra first (the others connect to its zserv socket), then the rest, then
-        apply frr.conf. `strict`: a refused line is an error (a generated config must be
-        accepted whole); else the refused lines are kept in `refused_file` and FRR runs
-        with the rest, as a router booting that config would."""
+        apply `config` (frr.conf unless given). `strict`: a refused line is an error (a
+        generated config must be accepted whole); else the refused lines are kept in
+        `refused_file` and FRR runs with the rest, as a router booting that config would."""
+        config = config or self.config_file
         journal.path_outside_lab(FRR_STATE / self.pathspace)
         self._start_daemon("zebra", journal, zebra_args)
         self._wait_for(self.run_dir / "zserv.api")
@@ -138,10 +147,10 @@ class Frr:
                                if daemon == "bfdd" and self.bfd_dir is not None else ())
         for daemon in self.daemons:
             self._wait_for(self.run_dir / f"{daemon}.vty")
-        out = self._vtysh_process(["-f", str(self.config_file)])
+        out = self._vtysh_process(["-f", str(config)])
         refused = f"{out.stdout}{out.stderr}".strip()
         if out.returncode != 0 and strict:
-            raise LabError(f"{self.node.name}: FRR rejected {self.config_file}:\n{refused}")
+            raise LabError(f"{self.node.name}: FRR rejected {config}:\n{refused}")
         self.refused_file.write_text(refused + "\n" if out.returncode != 0 else "")
 
     def _start_daemon(self, daemon: str, journal: Journal, extra: tuple[str, ...] = ()) -> None:
@@ -187,9 +196,10 @@ class Frr:
                            f"{out.stderr.strip() or out.stdout.strip()}")
         return out.stdout
 
-    def show_json(self, daemon: str, command: str) -> Any:
-        """A `show ... json` answered by one daemon over its vty socket (no vtysh process)."""
-        text = vty_show(self.run_dir / f"{daemon}.vty", command + " json")
+    def show_json(self, daemon: str, command: str, *, enable: bool = False) -> Any:
+        """A `show ... json` answered by one daemon over its vty socket (no vtysh process);
+        `enable` for commands only enable mode has."""
+        text = vty_show(self.run_dir / f"{daemon}.vty", command + " json", enable=enable)
         return json.loads(text) if text.strip() else {}
 
     def bgp_peer_states(self) -> dict[str, str]:
@@ -200,6 +210,13 @@ class Frr:
             for peer, info in family.get("peers", {}).items():
                 states[peer] = info.get("state", "unknown")
         return states
+
+def attach_bfd(lab: LabContext, node: NodePlan) -> None:
+    """Put a booted node's BGP sessions under BFD, as its frr.conf has them."""
+    commands = bfd_attachment(lab.plan, node)
+    if commands:
+        lab.frr(node.name).vtysh(*commands)
+
 
 NODE_STATES = ("running", "degraded", "down")
 
@@ -219,18 +236,26 @@ class FrrKind:
     fib_table = RT_TABLE_MAIN
     zebra_args: tuple[str, ...] = ()
 
-    def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
-        """A fabric node's config is rendered from the plan; a user's is used as it is."""
+    def config(self, lab: LabContext, node: NodePlan, frr: Frr, *,
+               bfd_neighbours: bool = True) -> str:
+        """A fabric node's config is rendered from the plan; a user's is used as it is.
+        `bfd_neighbours=False`: what a fabric node boots with (render.py)."""
         if node.user_configured:
             text = Path(node.frr_config).read_text() if node.frr_config else ""
             return log_paths_in_lab(text, frr.log_dir)
-        return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"))
+        return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"),
+                          bfd_neighbours=bfd_neighbours)
 
     def start(self, lab: LabContext, node: NodePlan) -> None:
+        """A fabric node boots without its neighbours' BFD, which `attach_bfd` adds once the
+        lab's BGP is up (render.py says why); a crashed node restarts with all of frr.conf."""
         frr = lab.frr(node.name)
-        frr.prepare(self.config(lab, node, frr))
+        boot = self.config(lab, node, frr, bfd_neighbours=False) \
+            if bfd_attachment(lab.plan, node) else None
+        frr.prepare(self.config(lab, node, frr), boot)
         self.before_frr(lab, node, fresh=True)
-        frr.start(lab.journal, self.zebra_args, strict=not node.user_configured)
+        frr.start(lab.journal, self.zebra_args, strict=not node.user_configured,
+                  config=frr.boot_file if boot is not None else None)
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         frr = lab.frr(node.name)

@@ -98,8 +98,9 @@ class SaiKind(FrrKind):
     fib_table = SAI_TABLE
     zebra_args = ("-M", "dplane_fpm_nl")
 
-    def config(self, lab: LabContext, node: NodePlan, frr: Frr) -> str:
-        return super().config(lab, node, frr) + fpm_config()
+    def config(self, lab: LabContext, node: NodePlan, frr: Frr, *,
+               bfd_neighbours: bool = True) -> str:
+        return super().config(lab, node, frr, bfd_neighbours=bfd_neighbours) + fpm_config()
 
     def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
         """The rules and the SAI table outlive a crash, so only a fresh node gets rules; a

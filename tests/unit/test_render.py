@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from harness.topology.augment import augment
 from harness.topology.loader import load_file, load_text
-from harness.topology.render import render_frr
+from harness.topology.render import bfd_attachment, render_frr
 from tests.conftest import TOPOLOGIES
 
 
@@ -25,12 +25,30 @@ def test_hosts_export_only_their_own_prefixes() -> None:
     assert "route-map EXPORT-LOCAL out" in host and "EXPORT-LOCAL" not in leaf
 
 
+PAIR = "name: t\n{bgp}topology:\n  nodes: {{a: {{role: leaf}}, b: {{role: spine}}}}\n" \
+       "  links: [{{endpoints: ['a:eth1', 'b:eth1']}}]\n"
+
+
 def test_bfd_profile_only_when_asked() -> None:
-    base = "name: t\n{bgp}topology:\n  nodes: {{a: {{role: leaf}}, b: {{role: spine}}}}\n" \
-           "  links: [{{endpoints: ['a:eth1', 'b:eth1']}}]\n"
-    without = augment(load_text(base.format(bgp="")))
-    with_bfd = augment(load_text(base.format(bgp="bgp: {bfd: {interval: 50ms}}\n")))
+    without = augment(load_text(PAIR.format(bgp="")))
+    with_bfd = augment(load_text(PAIR.format(bgp="bgp: {bfd: {interval: 50ms}}\n")))
     assert "bfd profile" not in render_frr(without, without.node("a"), "/x")
     text = render_frr(with_bfd, with_bfd.node("a"), "/x")
     assert "neighbor 10.1.0.1 bfd profile fabric" in text
     assert "transmit-interval 50" in text and "detect-multiplier 3" in text
+
+
+def test_a_node_boots_without_bfd_on_its_sessions_and_gets_it_once_bgp_is_up() -> None:
+    """FRR 8.4 resets every BGP session once when BFD was registered before BGP came up
+    (FRRouting/frr#17337): the profiles boot with the node, the sessions join them later."""
+    plan = augment(load_text(PAIR.format(bgp="bgp: {bfd: {interval: 100ms}}\n")))
+    leaf = plan.node("a")
+    boot = render_frr(plan, leaf, "/x", bfd_neighbours=False)
+    assert "profile fabric" in boot and " bfd profile" not in boot
+    commands = bfd_attachment(plan, leaf)
+    assert commands[:2] == ["configure terminal", f"router bgp {leaf.asn}"]
+    full = render_frr(plan, leaf, "/x")
+    assert sorted(commands[2:]) == sorted(line.strip() for line in full.splitlines()
+                                          if " bfd profile " in line)
+    assert len(commands[2:]) == len(plan.sessions_of("a")) == 2  # IPv4 and IPv6
+    assert bfd_attachment(augment(load_text(PAIR.format(bgp=""))), leaf) == []
