@@ -80,6 +80,21 @@ def seconds_until_all(bfd: BfdWatch, up: bool, sessions: int, timeout: float) ->
     return time.monotonic() - start
 
 
+def assert_each_session_came_up_once(lab: Lab) -> None:
+    """FRR 8.4 resets every BGP session once when its BFD was registered before BGP came up
+    (FRRouting/frr#17337); deploy puts the sessions under BFD after, so none was dropped."""
+    for node in ("r1", "r2"):
+        peers = lab.frr(node).show_json("bgpd", "show bgp neighbors")
+        assert len(peers) == 2, peers.keys()  # IPv4 and IPv6
+        for peer, info in peers.items():
+            assert (info["connectionsEstablished"], info["connectionsDropped"]) == (1, 0), \
+                f"{node} -> {peer}: {info.get('lastResetDueTo')}"
+
+
+def test_deploy_brings_each_bgp_session_up_once(offloaded):
+    assert_each_session_came_up_once(offloaded)
+
+
 def test_sessions_run_in_the_engine_at_the_configured_rate(offloaded):
     assert bfd_port_owners(offloaded, "r1") == {ENGINE}  # bfdd opened no packet socket
     seconds_until_all(watch(offloaded, "r1"), True, 2, timeout=10)  # IPv4 and IPv6
@@ -115,6 +130,7 @@ def test_a_silent_peer_is_found_within_the_detection_time(offloaded):
 
 
 def test_with_offload_off_bfdd_runs_its_sessions(in_bfdd):
+    assert_each_session_came_up_once(in_bfdd)
     assert bfd_port_owners(in_bfdd, "r1") == {"bfdd"}
     seconds_until_all(watch(in_bfdd, "r1"), True, 2, timeout=10)  # IPv4 and IPv6
     assert not any(ENGINE in (in_bfdd.runtime.run("r1", ["cat", f"/proc/{pid}/comm"]).stdout)
