@@ -154,7 +154,12 @@ class Frr:
         self.refused_file.write_text(refused + "\n" if out.returncode != 0 else "")
 
     def _start_daemon(self, daemon: str, journal: Journal, extra: tuple[str, ...] = ()) -> None:
-        out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=START_TIMEOUT_S)
+        try:
+            out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{self.node.name}: {daemon} did not start within "
+                           f"{START_TIMEOUT_S:.0f}s; the host is overloaded (`uptime`) or "
+                           f"see {self.log_dir}") from None
         if out.returncode != 0:
             raise LabError(f"{self.node.name}: {daemon} failed to start:\n{out.stderr}")
         pid = self.daemon_pid(daemon)
