@@ -46,7 +46,9 @@ def params(hosts: int, bfd: str) -> FpfParams:
                      hosts=hosts, name=f"scale{hosts}", bfd=bfd)
 
 
-def measure(hosts: int, bfd: str, idle_s: float, timeout: float) -> dict[str, float]:
+def measure(hosts: int, bfd: str, idle_s: float, timeout: float
+            ) -> tuple[dict[str, float], dict[str, float]]:
+    """The row of one size, and its idle CPU per command."""
     lab = Lab(plan(params(hosts, bfd)))
     start = time.monotonic()
     with neighbour_limit_raised(lab.plan):
@@ -59,7 +61,8 @@ def measure(hosts: int, bfd: str, idle_s: float, timeout: float) -> dict[str, fl
             lab.destroy()
     n = len(lab.plan.nodes)
     return dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
-                              cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True))
+                              cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True)), \
+        cost.cpu_by_command
 
 
 def time_inspect(lab: str) -> float:
@@ -81,14 +84,18 @@ def exponent(sizes: list[float], costs: list[float]) -> float:
 def run_sizes(hosts: list[int], bfd: str, idle_s: float, timeout: float) -> None:
     print(f"BFD in {bfd}:\n{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
     rows: list[dict[str, float]] = []
+    idle_by_command: dict[str, float] = {}
     for n in sorted(hosts):
         try:
-            row = measure(n, bfd, idle_s, timeout)
+            row, idle_by_command = measure(n, bfd, idle_s, timeout)
         except FabricLabError as exc:
             print(f"{n:>6} did not converge within {timeout:.0f} s: {exc}")
             break
         rows.append(row)
         print(f"{n:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
+    if rows:
+        print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
+            f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))
     if len(rows) >= 2:
         nodes = [r["nodes"] for r in rows]
         print("growth exponent over nodes (1 = linear): " + ", ".join(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,18 @@ def cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def command(pid: int) -> str:
+    """What a process is, for a breakdown: its name, or for Python the module it runs."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+    if name.startswith("python") and b"-m" in argv[:-1]:
+        return argv[argv.index(b"-m") + 1].decode()
+    return name
 
 
 def memory_mib(pids: list[int]) -> tuple[float, float]:
@@ -48,13 +61,18 @@ class Footprint:
     rss_mib: float
     pss_mib: float
     cpu_cores: float  # CPU time per wall-clock second over the window: 1.0 is one core
+    cpu_by_command: dict[str, float] = field(default_factory=dict)  # the same, per command
 
 
 def footprint(lab: LabContext, nodes: list[str], window_s: float) -> Footprint:
     """Memory now, and CPU over the next `window_s` seconds, of every process of `nodes`."""
     pids = [pid for node in nodes for pid in lab.runtime.node_processes(node)]
     rss, pss = memory_mib(pids)
-    before, start = sum(map(cpu_s, pids)), time.monotonic()
+    before, start = {pid: cpu_s(pid) for pid in pids}, time.monotonic()
     time.sleep(window_s)
-    cpu = (sum(map(cpu_s, pids)) - before) / (time.monotonic() - start)
-    return Footprint(len(pids), rss, pss, cpu)
+    elapsed = time.monotonic() - start
+    by_command: Counter[str] = Counter()
+    for pid in pids:
+        by_command[command(pid)] += (cpu_s(pid) - before[pid]) / elapsed
+    return Footprint(len(pids), rss, pss, sum(by_command.values()),
+                     dict(by_command.most_common()))
