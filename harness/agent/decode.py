@@ -20,15 +20,15 @@ from harness.runtime.rtnl_route import (
     RTA_NH_ID,
     RTA_OIF,
     RTA_TABLE,
+    RTM_DELROUTE,
+    RTM_NEWROUTE,
     RTMSG,
     attributes,
     multipath,
 )
 from harness.sai.netlink import (
     RTM_DELNEXTHOP,
-    RTM_DELROUTE,
     RTM_NEWNEXTHOP,
-    RTM_NEWROUTE,
     RTN_BLACKHOLE,
     nhmsg,
     split_messages,

@@ -24,6 +24,7 @@ from ipaddress import ip_address
 from typing import Any
 
 from harness.runtime.nsenter import netlink
+from harness.runtime.rtnl_route import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
 from harness.sai.backend import Discovery, ObjectView, Op, Ref
 from harness.sai.netlink import (
     LWTUNNEL_ENCAP_SEG6,
@@ -31,11 +32,8 @@ from harness.sai.netlink import (
     NLM_F_EXCL,
     NLM_F_REPLACE,
     RTM_DELNEXTHOP,
-    RTM_DELROUTE,
     RTM_GETNEXTHOP,
-    RTM_GETROUTE,
     RTM_NEWNEXTHOP,
-    RTM_NEWROUTE,
     RTN_BLACKHOLE,
     Channel,
     nhmsg,

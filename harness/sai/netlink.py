@@ -20,10 +20,18 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from harness.runtime.nsenter import call_in_netns
 from harness.runtime.rtnl_batch import ACK_BUFFER, send_acked, split
+from harness.runtime.rtnl_route import (
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    RTA_DST,
+    RTA_GATEWAY,
+    RTA_NH_ID,
+    RTA_OIF,
+    RTA_TABLE,
+    RTM_NEWROUTE,
+)
 
-RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTM_NEWNEXTHOP, RTM_DELNEXTHOP, RTM_GETNEXTHOP = 104, 105, 106
-NLMSG_ERROR, NLMSG_DONE = 2, 3
 NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
 NHA_ID, NHA_GROUP, NHA_BLACKHOLE, NHA_OIF, NHA_GATEWAY = 1, 2, 4, 5, 6
 LWTUNNEL_ENCAP_SEG6 = 5
@@ -96,7 +104,6 @@ def pack_seg6_encap(segments: tuple[IPv6Address, ...]) -> bytes:
 _RTMSG = struct.Struct("=IHHIIBBBBBBBBI")  # nlmsghdr + struct rtmsg
 _U32_ATTR = struct.Struct("=HHI")
 _ATTR = struct.Struct("=HH")
-RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 15, 30
 _FAMILY_OF_SIZE = {4: socket.AF_INET, 16: socket.AF_INET6}
 _DST_HEADER = {size: _ATTR.pack(4 + size, RTA_DST) for size in _FAMILY_OF_SIZE}
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6

@@ -45,6 +45,8 @@ from harness.runtime.rtnl_batch import split
 from harness.runtime.rtnl_route import (
     HOST_LEN,
     RTA_DST,
+    RTM_DELROUTE,
+    RTM_NEWROUTE,
     RTMSG,
     attributes,
     dump_routes,
@@ -54,8 +56,6 @@ from harness.runtime.rtnl_route import (
 from harness.sai.netlink import (
     NLM_F_CREATE,
     NLM_F_REPLACE,
-    RTM_DELROUTE,
-    RTM_NEWROUTE,
     Channel,
     route_message,
     unpack_address,

@@ -15,9 +15,10 @@ from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
 from harness.runtime.nsenter import NETNS_RUN_DIR, rtnl_socket
 from harness.runtime.rtnl_batch import split
+from harness.runtime.rtnl_route import RTM_DELROUTE
 from harness.runtime.scratch import scratch_name, scratch_netns
 from harness.sai.kernel import SAI_TABLE, KernelBackend
-from harness.sai.netlink import RTM_DELNEXTHOP, RTM_DELROUTE
+from harness.sai.netlink import RTM_DELNEXTHOP
 from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
 from harness.sai.types import IpPrefix, MySidKey, NeighborKey, ObjectType, RouteKey
