@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import LabError
-from harness.nodes.frr import Frr
+from harness.nodes.frr import Frr, patience
 from harness.nodes.kind import NodeKind, resolve_kinds
 from harness.nodes.node import Node
 from harness.paths import bfd_socket_dir, frr_pathspace
@@ -48,7 +48,8 @@ class LabContext:
         node = self.node(name)
         offload = bool(self.plan.bfd and self.plan.bfd.offload and not node.plan.user_configured)
         return Frr(node, self.node_dir(name), frr_pathspace(self.plan.name, name),
-                   bfd_dir=bfd_socket_dir(self.plan.name, name) if offload else None)
+                   bfd_dir=bfd_socket_dir(self.plan.name, name) if offload else None,
+                   patience=patience(len(self.plan.nodes)))
 
     def kind(self, name: str) -> NodeKind:
         """The node's kind, resolved once per context (see harness/nodes/kind.py)."""

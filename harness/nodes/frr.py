@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
 import time
 from functools import cache
@@ -36,6 +37,8 @@ FRR_SBIN = Path("/usr/lib/frr")
 FRR_STATE = Path("/var/run/frr")
 DAEMONS = ("zebra", "bgpd", "staticd", "bfdd")
 START_TIMEOUT_S = 20.0
+ANSWER_TIMEOUT_S = 30.0
+NODES_PER_CORE = 25  # up to this many nodes per core, the nominal timeouts hold
 STALE_SOCKETS = ("*.vty", "zserv.api")
 RT_TABLE_MAIN = 254
 
@@ -47,12 +50,22 @@ def frr_leftovers(lab: str) -> list[Path]:
             *bfd_socket_dirs(lab)]
 
 
+def patience(nodes: int) -> float:
+    """How many times the nominal timeouts a lab's daemons get to start and to answer: its
+    nodes share the host's cores while they start and converge (224 nodes on two cores: a
+    `vtysh -f` waited more than 30 s for a CPU). The timeouts are there to catch a stuck
+    daemon, not a busy host."""
+    return max(1.0, nodes / (NODES_PER_CORE * (os.cpu_count() or 1)))
+
+
 class Frr:
     def __init__(self, node: Node, workdir: Path, pathspace: str, *,
-                 bfd_dir: Path | None = None) -> None:
+                 bfd_dir: Path | None = None, patience: float = 1.0) -> None:
         """`bfd_dir`: where bfdd hands its sessions to the node's BFD offload (None: bfdd
-        runs them itself)."""
+        runs them itself); `patience` multiplies the start and answer timeouts."""
         self.node = node
+        self.start_timeout = START_TIMEOUT_S * patience
+        self.answer_timeout = ANSWER_TIMEOUT_S * patience
         self.workdir = workdir
         self.pathspace = pathspace
         self.daemons = tuple(node.plan.daemons or DAEMONS)  # zebra first
@@ -155,10 +168,10 @@ class Frr:
 
     def _start_daemon(self, daemon: str, journal: Journal, extra: tuple[str, ...] = ()) -> None:
         try:
-            out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=START_TIMEOUT_S)
+            out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=self.start_timeout)
         except subprocess.TimeoutExpired:
             raise LabError(f"{self.node.name}: {daemon} did not start within "
-                           f"{START_TIMEOUT_S:.0f}s; the host is overloaded (`uptime`) or "
+                           f"{self.start_timeout:.0f}s; the host is overloaded (`uptime`) or "
                            f"see {self.log_dir}") from None
         if out.returncode != 0:
             raise LabError(f"{self.node.name}: {daemon} failed to start:\n{out.stderr}")
@@ -176,16 +189,16 @@ class Frr:
         return self.node.runtime.host_pid(self.node.name, pid)
 
     def _wait_for(self, path: Path) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout
         while not path.exists():
             if time.monotonic() > deadline:
                 raise LabError(f"{self.node.name}: {path.name} did not appear within "
-                               f"{START_TIMEOUT_S:.0f}s; see {self.log_dir}")
+                               f"{self.start_timeout:.0f}s; see {self.log_dir}")
             time.sleep(0.01)
 
-    def _vtysh_process(self, args: list[str],
-                       timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def _vtysh_process(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         """vtysh runs inside the node, so a killed deploy leaves no vtysh outside the lab."""
+        timeout = self.answer_timeout
         try:
             return self.node.cmd(*self.vtysh_argv(*args), timeout=timeout)
         except subprocess.TimeoutExpired:
