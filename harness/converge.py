@@ -159,11 +159,13 @@ def wait_bfd_up(lab: LabContext, timeout: float) -> None:
         return sum(1 for p in peers if p.get("status") == "up") >= pending[name]
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        while pending:
-            pending = {n: c for n, c, ok in zip(pending, pending.values(),
-                                                 pool.map(up, pending), strict=True) if not ok}
-            if pending and time.monotonic() > deadline:
+        while True:
+            pending = {name: sessions for (name, sessions), ok
+                       in zip(pending.items(), list(pool.map(up, pending)), strict=True)
+                       if not ok}
+            if not pending:
+                return
+            if time.monotonic() > deadline:
                 raise CheckFailed(f"lab {lab.plan.name}: BFD not up within {timeout:.0f}s on "
                                   f"{', '.join(sorted(pending))}")
-            if pending:
-                time.sleep(0.2)
+            time.sleep(0.2)
