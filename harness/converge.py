@@ -4,7 +4,7 @@ and on routers configured by the user every neighbour their configs declare up."
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -145,27 +145,40 @@ def wait_converged(lab: LabContext, timeout: float,
             conv = poll.read(None if full else sorted(conv.nodes_short()))
 
 
+POLL_S = 0.2
+
+
+def poll_until(pending: Callable[[], Collection[str]], timeout: float,
+               failure: Callable[[Collection[str]], Exception]) -> None:
+    """Ask `pending` every POLL_S until it names nothing; past `timeout`, raise what
+    `failure` makes of what it still names."""
+    deadline = time.monotonic() + timeout
+    while left := pending():
+        if time.monotonic() > deadline:
+            raise failure(left)
+        time.sleep(POLL_S)
+
+
 def wait_bfd_up(lab: LabContext, timeout: float) -> None:
     """Every planned BGP session's BFD session Up, as each node's bfdd reports it."""
-    deadline = time.monotonic() + timeout
-    pending = {n.name: len(lab.plan.sessions_of(n.name)) for n in lab.plan.nodes
-               if bfd_attachment(lab.plan, n)}
+    sessions = {n.name: len(lab.plan.sessions_of(n.name)) for n in lab.plan.nodes
+                if bfd_attachment(lab.plan, n)}
 
     def up(name: str) -> bool:
         try:
             peers = lab.frr(name).show_json("bfdd", "show bfd peers", enable=True)
         except (LabError, OSError):
             return False
-        return sum(1 for p in peers if p.get("status") == "up") >= pending[name]
+        return sum(1 for p in peers if p.get("status") == "up") >= sessions[name]
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        while True:
-            pending = {name: sessions for (name, sessions), ok
-                       in zip(pending.items(), list(pool.map(up, pending)), strict=True)
-                       if not ok}
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                raise CheckFailed(f"lab {lab.plan.name}: BFD not up within {timeout:.0f}s on "
-                                  f"{', '.join(sorted(pending))}")
-            time.sleep(0.2)
+        def not_up() -> list[str]:
+            names = list(sessions)
+            down = [n for n, ok in zip(names, pool.map(up, names), strict=True) if not ok]
+            for name in set(names) - set(down):
+                del sessions[name]  # an Up session is not asked again
+            return down
+
+        poll_until(not_up, timeout, lambda down: CheckFailed(
+            f"lab {lab.plan.name}: BFD not up within {timeout:.0f}s on "
+            f"{', '.join(sorted(down))}"))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from harness.converge import poll_until
 from harness.errors import LabError
 from harness.faults import filters
 from harness.runtime.processes import kill_and_reap
@@ -43,15 +43,12 @@ def bgp_reset(lab: LabContext, node: str, peer: str | None = None) -> Undo:
     frr = lab.frr(node)
     frr.vtysh(*(f"clear bgp {s.peer_ip}" for s in sessions))
 
+    def down() -> list[str]:
+        states = frr.bgp_peer_states()
+        return [s.peer_ip for s in sessions if states.get(s.peer_ip) != "Established"]
+
     def wait_established() -> None:
-        deadline = time.monotonic() + RESET_TIMEOUT_S
-        while True:
-            states = frr.bgp_peer_states()
-            down = [s.peer_ip for s in sessions if states.get(s.peer_ip) != "Established"]
-            if not down:
-                return
-            if time.monotonic() > deadline:
-                raise LabError(f"{node}: sessions to {', '.join(down)} not Established "
-                               f"{RESET_TIMEOUT_S:.0f}s after a reset")
-            time.sleep(0.2)
+        poll_until(down, RESET_TIMEOUT_S, lambda left: LabError(
+            f"{node}: sessions to {', '.join(left)} not Established {RESET_TIMEOUT_S:.0f}s "
+            "after a reset"))
     return wait_established

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.faults.injector import Faults
 from harness.lab import Lab
 from harness.nodes.bfd.offload import ENGINE, tick_ms
 from harness.nodes.frr import FRR_STATE
@@ -135,3 +136,12 @@ def test_with_offload_off_bfdd_runs_its_sessions(in_bfdd):
     seconds_until_all(watch(in_bfdd, "r1"), True, 2, timeout=10)  # IPv4 and IPv6
     assert not any(ENGINE in (in_bfdd.runtime.run("r1", ["cat", f"/proc/{pid}/comm"]).stdout)
                    for pid in in_bfdd.runtime.node_processes("r1"))
+
+
+def test_bgp_reset_drops_the_sessions_and_its_undo_waits_for_them(offloaded):
+    faults = Faults(offloaded)
+    fault = faults.bgp_reset("r1")
+    peers = offloaded.frr("r1").show_json("bgpd", "show bgp neighbors")
+    assert all(info["connectionsDropped"] >= 1 for info in peers.values()), peers
+    faults.undo(fault)  # returns once every reset session is Established again
+    assert set(offloaded.frr("r1").bgp_peer_states().values()) == {"Established"}
