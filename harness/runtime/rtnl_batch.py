@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from ipaddress import ip_interface
 from itertools import accumulate
 
-from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NLMSG_ERROR
+from pyroute2.netlink import (
+    NLM_F_ACK,
+    NLM_F_CREATE,
+    NLM_F_DUMP,
+    NLM_F_EXCL,
+    NLM_F_REQUEST,
+    NLMSG_DONE,
+    NLMSG_ERROR,
+)
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK
 
 NLMSGHDR = struct.Struct("=LHHLL")
@@ -48,6 +56,26 @@ def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
             break
         yield kind, seq, data[offset + NLMSGHDR.size:offset + length]
         offset += (length + 3) & ~3
+
+
+def dump(sock: socket.socket, msg_type: int, body: bytes, seq: int
+         ) -> Iterator[tuple[int, bytes]]:
+    """Send one dump request and yield (type, body) of every message that answers it, until
+    its NLMSG_DONE; an error answer raises OSError."""
+    sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(body), msg_type, NLM_F_REQUEST | NLM_F_DUMP,
+                            seq, 0) + body)
+    while True:
+        for kind, seq_in, payload in split(sock.recv(1 << 20)):
+            if seq_in != seq:
+                continue
+            if kind == NLMSG_DONE:
+                return
+            if kind == NLMSG_ERROR:
+                code = -struct.unpack_from("=i", payload)[0]
+                if code:
+                    raise OSError(code, f"netlink dump: {os.strerror(code)}")
+                return
+            yield kind, payload
 
 
 def send_acked(sock: socket.socket, messages: list[bytes], first_seq: int) -> list[int]:

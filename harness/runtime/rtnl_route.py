@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from harness.runtime.nsenter import rtnl_socket
-from harness.runtime.rtnl_batch import NLMSGHDR, split
+from harness.runtime.rtnl_batch import dump
 
-RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE, NLMSG_ERROR, NLMSG_DONE = 24, 25, 26, 2, 3
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 9, 15, 30
 RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, proto, scope, type
 _ATTR = struct.Struct("=HH")
@@ -77,17 +76,7 @@ def dump_routes(sock: socket.socket) -> Iterator[tuple[int, bytes]]:
     """(type, body after the netlink header) of every route the namespace has, both
     families, on a netlink socket opened there."""
     for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), start=1):
-        request = RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
-        sock.send(NLMSGHDR.pack(NLMSGHDR.size + len(request), RTM_GETROUTE,
-                                NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + request)
-        done = False
-        while not done:
-            for kind, _, body in split(sock.recv(1 << 20)):
-                if kind == NLMSG_ERROR and _U32.unpack_from(body)[0]:
-                    raise OSError(-struct.unpack_from("=i", body)[0], "route dump failed")
-                done |= kind in (NLMSG_DONE, NLMSG_ERROR)
-                if kind == RTM_NEWROUTE:
-                    yield kind, body
+        yield from dump(sock, RTM_GETROUTE, RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0), seq)
 
 
 def host_routes(netns_path: str, table: int) -> set[str]:

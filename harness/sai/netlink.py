@@ -8,21 +8,18 @@ own, so FPM decoding (zebra sends the same messages) and kernel programming shar
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 from collections.abc import Callable, Iterator
 from ipaddress import IPv6Address, ip_address
 from typing import Any
 
-from pyroute2.netlink import NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, nlmsg
+from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR, nlmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from harness.runtime.nsenter import call_in_netns
-from harness.runtime.rtnl_batch import ACK_BUFFER, send_acked, split
+from harness.runtime.rtnl_batch import ACK_BUFFER, NLMSGHDR, dump, send_acked, split
 from harness.runtime.rtnl_route import (
-    NLMSG_DONE,
-    NLMSG_ERROR,
     RTA_DST,
     RTA_GATEWAY,
     RTA_NH_ID,
@@ -150,10 +147,6 @@ def route_message(msg_type: int, flags: int, seq: int, dst: bytes, dst_len: int,
     return route_encoder(msg_type, flags, table, proto, **target)(seq, dst, dst_len)
 
 
-class NetlinkError(OSError):
-    pass
-
-
 class Channel:
     """An rtnetlink socket inside one namespace, one request at a time, acked.
 
@@ -205,22 +198,13 @@ class Channel:
         return first
 
     def dump(self, msg: nlmsg, msg_type: int, cls: type[nlmsg]) -> Iterator[nlmsg]:
-        seq = self._send(msg, msg_type, NLM_F_REQUEST | NLM_F_DUMP)
-        while True:
-            data = self.sock.recv(1 << 20)
-            for msg_type_in, seq_in, body in split(data):
-                if seq_in != seq:
-                    continue
-                if msg_type_in == NLMSG_DONE:
-                    return
-                if msg_type_in == NLMSG_ERROR:
-                    code = -struct.unpack("=i", body[:4])[0]
-                    if code:
-                        raise NetlinkError(code, os.strerror(code))
-                    return
-                out = cls(struct.pack("=IHHII", 16 + len(body), msg_type_in, 0, seq_in, 0) + body)
-                out.decode()
-                yield out
+        """Every object a dump request answers, decoded with pyroute2's class `cls`."""
+        msg.encode()
+        self.seq += 1
+        for kind, body in dump(self.sock, msg_type, bytes(msg.data)[NLMSGHDR.size:], self.seq):
+            out = cls(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, 0, self.seq, 0) + body)
+            out.decode()
+            yield out
 
 
 def split_messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:
