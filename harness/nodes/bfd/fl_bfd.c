@@ -797,15 +797,18 @@ static int open_rx_socket(int family, uint16_t port) {
 static void tick(int64_t now) {
     static const int family[4] = {AF_INET, AF_INET6, AF_INET, AF_INET6};
     int64_t due = now + tick_ns / 2;
+    /* What arrived is stamped with the tick's own instant, not with when this wake-up came: a
+     * detection timer started late would miss the tick it falls on and add a second tick. */
+    int64_t at = now - now % tick_ns;
     for (int i = 0; i < 4; i++)
         if (rx_socks[i] >= 0)
-            drain_control(rx_socks[i], family[i], i >= 2, now);
+            drain_control(rx_socks[i], family[i], i >= 2, at);
     for (int i = 0; i < nsessions; i++) {
         struct session *s = &sessions[i];
         if (!s->used)
             continue;
         if (s->echo_sock >= 0)
-            drain_echo(s, now);
+            drain_echo(s, at);
         if (s->detect_at && now >= s->detect_at && (s->state == INIT || s->state == UP))
             set_state(s, DOWN, DIAG_DETECT_EXPIRED, now);
         else if (s->echo_detect_at && now >= s->echo_detect_at && s->state == UP)
