@@ -5,6 +5,7 @@ with `offload: false` they stay in bfdd's own packet loop."""
 from __future__ import annotations
 
 import json
+import re
 import select
 import time
 from collections.abc import Iterator
@@ -14,13 +15,14 @@ import pytest
 from harness.faults.injector import Faults
 from harness.lab import Lab
 from harness.nodes.bfd.offload import ENGINE, tick_ms
-from harness.nodes.frr import FRR_STATE
+from harness.nodes.frr import FRR_STATE, attach_bfd
 from harness.paths import LAB_NAME_MAX, frr_pathspace
 from harness.spray.bfd import BfdWatch
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
+from harness.topology.render import bfd_attachment
 
 pytestmark = pytest.mark.e2e
 
@@ -145,3 +147,39 @@ def test_bgp_reset_drops_the_sessions_and_its_undo_waits_for_them(offloaded):
     assert all(info["connectionsDropped"] >= 1 for info in peers.values()), peers
     faults.undo(fault)  # returns once every reset session is Established again
     assert set(offloaded.frr("r1").bgp_peer_states().values()) == {"Established"}
+
+
+def bfd_sockets(lab: Lab, node: str, port: str) -> set[tuple[str, str]]:
+    """(local, peer) address:port of the node's connected UDP sockets with `port` on the given
+    side ("sport" or "dport")."""
+    out = lab.runtime.run(node, ["ss", "-Hun", "state", "established", f"{port} = :3784"],
+                          check=True)
+    return {tuple(re.sub(r"%[^:]+", "", end) for end in line.split()[2:4])  # no %device
+            for line in out.stdout.splitlines()}
+
+
+def test_each_session_reads_from_a_socket_connected_to_its_peer(offloaded):
+    """The engine reads a session's packets from a socket connected to the peer's source port
+    (so the kernel's early demux skips the route lookup, fl_bfd.c connect_rx); when the peer
+    runs its sessions anew, from new ports, the sockets follow them."""
+    def sent_by_r2() -> set[tuple[str, str]]:  # (r1's address:3784, r2's address:port)
+        return {(peer, local) for local, peer in bfd_sockets(offloaded, "r2", "dport")}
+
+    before = sent_by_r2()
+    assert len(before) == 2 and bfd_sockets(offloaded, "r1", "sport") == before
+    r2 = offloaded.plan.node("r2")
+    commands = bfd_attachment(offloaded.plan, r2)
+    offloaded.frr("r2").vtysh(*commands[:2], *(" ".join(c.split()[:3]).join(("no ", ""))
+                                               for c in commands[2:]))  # no neighbor X bfd
+    assert not sent_by_r2()
+    attach_bfd(offloaded, r2)
+    # A new session sends at 1 s while Down (RFC 5880 6.8.3): r1 hears each within ~1 s.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        after = sent_by_r2()
+        if len(after) == 2 and bfd_sockets(offloaded, "r1", "sport") == after:
+            break
+        time.sleep(0.1)
+    assert len(after) == 2 and not after & before, (before, after)  # r2 sends from new ports
+    assert bfd_sockets(offloaded, "r1", "sport") == after
+    seconds_until_all(watch(offloaded, "r1"), True, 2, timeout=10)
