@@ -71,6 +71,15 @@ def loopback_plan(nodes: dict[str, NodeFields], pool4: str, pool6: str
             for name, n in nodes.items()}
 
 
+def waits_for_peer(node: str, peer: str, nodes: dict[str, NodeFields]) -> bool:
+    """Whether `node`'s end of a session waits for the peer to open the connection: the upper
+    tier waits (between equal roles, the later name). When both ends open at once, FRR 8.4 at
+    times drops the session that came up (2-4 of fpf-16's 576 session ends every deploy)."""
+    def rank(name: str) -> tuple[int, str]:
+        return list(Role).index(nodes[name].role), name  # sessions join fabric nodes: a role
+    return rank(node) > rank(peer)
+
+
 def impairment_of(link: LinkSpec) -> Impairment:
     """`delay` wins over `distance_km`; otherwise the fibre sets the delay."""
     delay = link.delay if link.delay is not None else (
@@ -124,7 +133,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
                 sessions.append(Session(
                     node=local.node, peer=peer.node, afi=afi, local_ip=str(mine),
                     peer_ip=str(theirs), local_asn=asns[local.node], peer_asn=asns[peer.node],
-                    iface=local.iface))
+                    iface=local.iface, passive=waits_for_peer(local.node, peer.node, nodes)))
     base = Path(src.file).parent
     node_plans = []
     for node_name, n in nodes.items():

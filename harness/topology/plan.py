@@ -76,6 +76,7 @@ class Session(_Plain):
     local_asn: int
     peer_asn: int
     iface: str
+    passive: bool = False  # waits for the peer to open the connection (augment.waits_for_peer)
 
 
 class NodePlan(_Plain):

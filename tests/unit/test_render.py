@@ -52,3 +52,18 @@ def test_a_node_boots_without_bfd_on_its_sessions_and_gets_it_once_bgp_is_up() -
                                           if " bfd profile " in line)
     assert len(commands[2:]) == len(plan.sessions_of("a")) == 2  # IPv4 and IPv6
     assert bfd_attachment(augment(load_text(PAIR.format(bgp=""))), leaf) == []
+
+
+def test_one_end_of_each_session_opens_it_the_upper_tier_waits() -> None:
+    """Both ends opening at once made FRR 8.4 drop sessions at deploy: the upper tier (between
+    equal roles, the later name) waits for the other to connect."""
+    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    tier = {"host": 0, "leaf": 1, "spine": 2}
+    for node in plan.nodes:
+        text = render_frr(plan, node, "/x")
+        for s in plan.sessions_of(node.name):
+            peer = plan.node(s.peer)
+            upper = (tier[node.role.value], node.name) > (tier[peer.role.value], peer.name)
+            assert (f"neighbor {s.peer_ip} passive\n" in text) == upper == s.passive, s
+            back = next(t for t in plan.sessions_of(s.peer) if t.peer_ip == s.local_ip)
+            assert back.passive != s.passive
