@@ -4,7 +4,8 @@
 Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on every session, the
 shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
 prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
-PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes. Then the
+PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes (below
+each row: how many BGP session ends went down since the deploy began; none should). Then the
 growth exponent of each (the slope of log cost over log nodes between the sizes that
 converged: 1 is linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
@@ -57,12 +58,20 @@ def measure(hosts: int, bfd: str, idle_s: float, timeout: float
             seconds = time.monotonic() - start
             cost = footprint(lab, lab.node_names, idle_s)
             inspect_s = time_inspect(lab.plan.name)
+            dropped = sessions_dropped(lab)
         finally:
             lab.destroy()
     n = len(lab.plan.nodes)
-    return dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
-                              cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True)), \
-        cost.cpu_by_command
+    return {**dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
+                                 cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True)),
+            "dropped": dropped}, cost.cpu_by_command
+
+
+def sessions_dropped(lab: Lab) -> int:
+    """BGP session ends that went down at least once since the deploy began: each should have
+    come up once and stayed up (a drop is a flap the deploy or the idle lab caused)."""
+    return sum(info["connectionsDropped"] > 0 for node in lab.node_names
+               for info in lab.frr(node).show_json("bgpd", "show bgp neighbors").values())
 
 
 def time_inspect(lab: str) -> float:
@@ -93,6 +102,7 @@ def run_sizes(hosts: list[int], bfd: str, idle_s: float, timeout: float) -> None
             break
         rows.append(row)
         print(f"{n:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
+        print(f"{'':>6} BGP session ends dropped since the deploy began: {row['dropped']:.0f}")
     if rows:
         print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
             f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))
