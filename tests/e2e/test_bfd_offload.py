@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.converge import poll_until
 from harness.faults.injector import Faults
 from harness.lab import Lab
 from harness.nodes.bfd.offload import ENGINE, tick_ms
@@ -165,21 +166,19 @@ def test_each_session_reads_from_a_socket_connected_to_its_peer(offloaded):
     def sent_by_r2() -> set[tuple[str, str]]:  # (r1's address:3784, r2's address:port)
         return {(peer, local) for local, peer in bfd_sockets(offloaded, "r2", "dport")}
 
+    def not_followed() -> set[tuple[str, str]]:  # r2's sockets r1 does not read from
+        sent = sent_by_r2()
+        return sent ^ bfd_sockets(offloaded, "r1", "sport") if len(sent) == 2 else {("r2", "-")}
+
     before = sent_by_r2()
     assert len(before) == 2 and bfd_sockets(offloaded, "r1", "sport") == before
     r2 = offloaded.plan.node("r2")
     commands = bfd_attachment(offloaded.plan, r2)
-    offloaded.frr("r2").vtysh(*commands[:2], *(" ".join(c.split()[:3]).join(("no ", ""))
-                                               for c in commands[2:]))  # no neighbor X bfd
-    assert not sent_by_r2()
+    offloaded.frr("r2").vtysh(*commands[:2], *(f"no {' '.join(c.split()[:3])}"  # neighbor X bfd
+                                               for c in commands[2:]))
+    poll_until(sent_by_r2, 2, lambda left: AssertionError(f"r2's engine still runs {left}"))
     attach_bfd(offloaded, r2)
     # A new session sends at 1 s while Down (RFC 5880 6.8.3): r1 hears each within ~1 s.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        after = sent_by_r2()
-        if len(after) == 2 and bfd_sockets(offloaded, "r1", "sport") == after:
-            break
-        time.sleep(0.1)
-    assert len(after) == 2 and not after & before, (before, after)  # r2 sends from new ports
-    assert bfd_sockets(offloaded, "r1", "sport") == after
+    poll_until(not_followed, 5, lambda left: AssertionError(f"r1 does not follow {left}"))
+    assert not sent_by_r2() & before, before  # r2 sends from new ports
     seconds_until_all(watch(offloaded, "r1"), True, 2, timeout=10)

@@ -278,6 +278,34 @@ static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t no
         tell(-1, s, feed_state(s));
 }
 
+/* A socket address of the session's family for `addr` (IPv4 in its first word) and `port`
+ * (network order), scoped to the session's interface; its length. */
+static socklen_t session_address(const struct session *s, struct in6_addr addr, uint16_t port,
+                                 struct sockaddr_storage *out) {
+    memset(out, 0, sizeof(*out));
+    if (s->family == AF_INET) {
+        struct sockaddr_in *a = (void *)out;
+        a->sin_family = AF_INET;
+        a->sin_port = port;
+        a->sin_addr.s_addr = addr.s6_addr32[0];
+        return sizeof(*a);
+    }
+    struct sockaddr_in6 *a = (void *)out;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = port;
+    a->sin6_addr = addr;
+    a->sin6_scope_id = s->cfg.ifindex;  /* the kernel reads it for a link-local address only */
+    return sizeof(*a);
+}
+
+/* A single hop's sockets stay on its interface; 0 when done or not needed. */
+static int bind_interface(const struct session *s, int fd) {
+    if (!single_hop(s) || !s->cfg.ifname[0])
+        return 0;
+    return setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, s->cfg.ifname,
+                      (socklen_t)strlen(s->cfg.ifname));
+}
+
 /* The session's socket: bound to a source port of its own (and to its interface on a single
  * hop), connected to the peer; it also tells the session its own IPv4 address. */
 static int open_tx_socket(struct session *s) {
@@ -289,30 +317,12 @@ static int open_tx_socket(struct session *s) {
         setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
     else
         setsockopt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &ttl, sizeof(ttl));
-    if (single_hop(s) && s->cfg.ifname[0]
-        && setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, s->cfg.ifname,
-                      (socklen_t)strlen(s->cfg.ifname)) < 0)
+    if (bind_interface(s, fd) < 0)
         goto fail;
-    struct sockaddr_storage local = {0}, peer = {0};
-    socklen_t len;
-    uint16_t dport = htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT);
-    if (s->family == AF_INET) {
-        struct sockaddr_in *l = (void *)&local, *p = (void *)&peer;
-        l->sin_family = p->sin_family = AF_INET;
-        memcpy(&l->sin_addr, &s->cfg.src.s6_addr32[0], 4);
-        memcpy(&p->sin_addr, &s->cfg.dst.s6_addr32[0], 4);
-        p->sin_port = dport;
-        len = sizeof(*l);
-    } else {
-        struct sockaddr_in6 *l = (void *)&local, *p = (void *)&peer;
-        l->sin6_family = p->sin6_family = AF_INET6;
-        l->sin6_addr = s->cfg.src;
-        p->sin6_addr = s->cfg.dst;
-        if (IN6_IS_ADDR_LINKLOCAL(&p->sin6_addr))
-            l->sin6_scope_id = p->sin6_scope_id = s->cfg.ifindex;
-        p->sin6_port = dport;
-        len = sizeof(*l);
-    }
+    struct sockaddr_storage local, peer;
+    socklen_t len = session_address(s, s->cfg.src, 0, &local);
+    session_address(s, s->cfg.dst, htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT),
+                    &peer);
     /* RFC 5881 4: a source port in 49152-65535, unique per session. */
     for (unsigned tries = 0; tries <= SOURCE_PORT_LAST - SOURCE_PORT_FIRST; tries++) {
         unsigned port = next_port++;
@@ -754,28 +764,14 @@ static void connect_rx(struct session *s, const struct sockaddr_storage *from) {
     int fd = s->rx_sock = rx_socket(s->family);
     if (fd < 0)
         return;
-    struct sockaddr_storage local = {0};
-    socklen_t len;
-    uint16_t lport = htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT);
-    if (s->family == AF_INET) {
-        struct sockaddr_in *l = (void *)&local;
-        l->sin_family = AF_INET;
-        l->sin_port = lport;
-        l->sin_addr.s_addr = s->cfg.src.s6_addr32[0] ? s->cfg.src.s6_addr32[0] : s->self4;
-        len = sizeof(*l);
-    } else {
-        struct sockaddr_in6 *l = (void *)&local;
-        l->sin6_family = AF_INET6;
-        l->sin6_port = lport;
-        l->sin6_addr = s->cfg.src;
-        if (IN6_IS_ADDR_LINKLOCAL(&l->sin6_addr))
-            l->sin6_scope_id = s->cfg.ifindex;
-        len = sizeof(*l);
-    }
+    struct in6_addr self = s->cfg.src;
+    if (s->family == AF_INET && !self.s6_addr32[0])
+        self.s6_addr32[0] = s->self4;  /* bfdd named none: the one the kernel chose */
+    struct sockaddr_storage local;
+    socklen_t len = session_address(
+        s, self, htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT), &local);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
-    if ((single_hop(s) && s->cfg.ifname[0]
-         && setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, s->cfg.ifname,
-                       (socklen_t)strlen(s->cfg.ifname)) < 0)
+    if (bind_interface(s, fd) < 0
         || bind(fd, (struct sockaddr *)&local, len) < 0
         || connect(fd, (const struct sockaddr *)from, len) < 0
         || epoll_ctl(rx_ready, EPOLL_CTL_ADD, fd, &ev) < 0) {
