@@ -74,7 +74,8 @@ def loopback_plan(nodes: dict[str, NodeFields], pool4: str, pool6: str
 def waits_for_peer(node: str, peer: str, nodes: dict[str, NodeFields]) -> bool:
     """Whether `node`'s end of a session waits for the peer to open the connection: the upper
     tier waits (between equal roles, the later name). When both ends open at once, FRR 8.4 at
-    times drops the session that came up (2-4 of fpf-16's 576 session ends every deploy)."""
+    times drops the session that came up (2-4 of fpf-16's 576 session ends in each of two
+    deploys before)."""
     def rank(name: str) -> tuple[int, str]:
         return list(Role).index(nodes[name].role), name  # sessions join fabric nodes: a role
     return rank(node) > rank(peer)
