@@ -148,9 +148,6 @@ static volatile sig_atomic_t stop;
 static int feed = -1;
 static int watchers[MAX_WATCHERS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
-static int open_rx_socket(int family, uint16_t port);
-static int rx_socket(int family);
-
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -278,12 +275,12 @@ static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t no
         tell(-1, s, feed_state(s));
 }
 
-/* A socket address of the session's family for `addr` (IPv4 in its first word) and `port`
- * (network order), scoped to the session's interface; its length. */
-static socklen_t session_address(const struct session *s, struct in6_addr addr, uint16_t port,
-                                 struct sockaddr_storage *out) {
+/* A socket address of `family` for `addr` (IPv4 in its first word) and `port` (network
+ * order), a link-local one scoped to `ifindex`; its length. */
+static socklen_t socket_address(int family, struct in6_addr addr, uint16_t port,
+                                uint32_t ifindex, struct sockaddr_storage *out) {
     memset(out, 0, sizeof(*out));
-    if (s->family == AF_INET) {
+    if (family == AF_INET) {
         struct sockaddr_in *a = (void *)out;
         a->sin_family = AF_INET;
         a->sin_port = port;
@@ -294,7 +291,7 @@ static socklen_t session_address(const struct session *s, struct in6_addr addr, 
     a->sin6_family = AF_INET6;
     a->sin6_port = port;
     a->sin6_addr = addr;
-    a->sin6_scope_id = s->cfg.ifindex;  /* the kernel reads it for a link-local address only */
+    a->sin6_scope_id = ifindex;  /* the kernel reads it for a link-local address only */
     return sizeof(*a);
 }
 
@@ -304,6 +301,39 @@ static int bind_interface(const struct session *s, int fd) {
         return 0;
     return setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, s->cfg.ifname,
                       (socklen_t)strlen(s->cfg.ifname));
+}
+
+/* A UDP socket that reports each packet's TTL and interface (the checks of RFC 5881 5). */
+static int rx_socket(int family) {
+    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int on = 1;
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (family == AF_INET) {
+        setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on));
+    } else {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
+        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
+    }
+    return fd;
+}
+
+static int open_rx_socket(int family, uint16_t port) {
+    int fd = rx_socket(family);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_storage a;
+    socklen_t len = socket_address(family, in6addr_any, htons(port), 0, &a);
+    if (bind(fd, (struct sockaddr *)&a, len) < 0) {
+        fprintf(stderr, "fl-bfd: cannot listen on %s port %u: %s\n",
+                family == AF_INET ? "IPv4" : "IPv6", port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* The session's socket: bound to a source port of its own (and to its interface on a single
@@ -320,9 +350,9 @@ static int open_tx_socket(struct session *s) {
     if (bind_interface(s, fd) < 0)
         goto fail;
     struct sockaddr_storage local, peer;
-    socklen_t len = session_address(s, s->cfg.src, 0, &local);
-    session_address(s, s->cfg.dst, htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT),
-                    &peer);
+    socklen_t len = socket_address(s->family, s->cfg.src, 0, s->cfg.ifindex, &local);
+    socket_address(s->family, s->cfg.dst, htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT),
+                   s->cfg.ifindex, &peer);
     /* RFC 5881 4: a source port in 49152-65535, unique per session. */
     for (unsigned tries = 0; tries <= SOURCE_PORT_LAST - SOURCE_PORT_FIRST; tries++) {
         unsigned port = next_port++;
@@ -768,8 +798,9 @@ static void connect_rx(struct session *s, const struct sockaddr_storage *from) {
     if (s->family == AF_INET && !self.s6_addr32[0])
         self.s6_addr32[0] = s->self4;  /* bfdd named none: the one the kernel chose */
     struct sockaddr_storage local;
-    socklen_t len = session_address(
-        s, self, htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT), &local);
+    socklen_t len = socket_address(s->family, self,
+                                   htons(single_hop(s) ? SINGLE_HOP_PORT : MULTI_HOP_PORT),
+                                   s->cfg.ifindex, &local);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
     if (bind_interface(s, fd) < 0
         || bind(fd, (struct sockaddr *)&local, len) < 0
@@ -815,48 +846,6 @@ static int receive(int fd, int family, int multihop, int listening, int64_t now)
     if (s && listening)
         connect_rx(s, &from);
     return 1;
-}
-
-/* A UDP socket that reports each packet's TTL and interface (the checks of RFC 5881 5). */
-static int rx_socket(int family) {
-    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int on = 1;
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (family == AF_INET) {
-        setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
-        setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on));
-    } else {
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
-        setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &on, sizeof(on));
-    }
-    return fd;
-}
-
-static int open_rx_socket(int family, uint16_t port) {
-    int fd = rx_socket(family);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_storage a = {0};
-    socklen_t len;
-    if (family == AF_INET) {
-        ((struct sockaddr_in *)&a)->sin_family = AF_INET;
-        ((struct sockaddr_in *)&a)->sin_port = htons(port);
-        len = sizeof(struct sockaddr_in);
-    } else {
-        ((struct sockaddr_in6 *)&a)->sin6_family = AF_INET6;
-        ((struct sockaddr_in6 *)&a)->sin6_port = htons(port);
-        len = sizeof(struct sockaddr_in6);
-    }
-    if (bind(fd, (struct sockaddr *)&a, len) < 0) {
-        fprintf(stderr, "fl-bfd: cannot listen on %s port %u: %s\n",
-                family == AF_INET ? "IPv4" : "IPv6", port, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
 }
 
 /* -- one tick -------------------------------------------------------------------------------- */
