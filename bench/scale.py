@@ -5,7 +5,8 @@ Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on ever
 shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
 prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
 PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes (below
-each row: how many BGP session ends went down since the deploy began; none should). Then the
+each row: the BGP keepalive and hold time the lab's size gave it, and how many BGP session ends
+went down since the deploy began; none should). Then the
 growth exponent of each (the slope of log cost over log nodes between the sizes that
 converged: 1 is linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
@@ -64,7 +65,8 @@ def measure(hosts: int, bfd: str, idle_s: float, timeout: float
     n = len(lab.plan.nodes)
     return {**dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
                                  cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True)),
-            "dropped": dropped}, cost.cpu_by_command
+            "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold
+            }, cost.cpu_by_command
 
 
 def sessions_dropped(lab: Lab) -> int:
@@ -102,7 +104,8 @@ def run_sizes(hosts: list[int], bfd: str, idle_s: float, timeout: float) -> None
             break
         rows.append(row)
         print(f"{n:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
-        print(f"{'':>6} BGP session ends dropped since the deploy began: {row['dropped']:.0f}")
+        print(f"{'':>6} BGP timers {row['keepalive']:.0f} s / {row['hold']:.0f} s; session "
+              f"ends dropped since the deploy began: {row['dropped']:.0f}")
     if rows:
         print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
             f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))

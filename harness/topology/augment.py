@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.errors import TopologyError, TopologyProblem
 from harness.links.fibre import one_way_delay_us
 from harness.paths import LAB_NAME_RULE, is_lab_name
+from harness.topology.bgp_timers import bgp_timers
 from harness.topology.binds import parse_bind
 from harness.topology.loader import LoadedTopology
 from harness.topology.plan import (
@@ -153,9 +154,11 @@ def augment(loaded: LoadedTopology, name: str | None = None,
             notes += [f"{node_name}: exec {c!r} skipped (its FRR is started by fabric-lab, "
                       "with the daemons its daemons file names)" for c in skipped]
     bfd, probes = spec.bgp.bfd, spec.spray.probes
+    keepalive, hold, timers_note = bgp_timers(spec.bgp, len(sessions))
+    notes += [timers_note] if timers_note else []
     return LabPlan(
         name=name or spec.name, source=str(Path(src.file).absolute()),
-        keepalive=spec.bgp.keepalive, hold=spec.bgp.hold, nodes=node_plans, links=links,
+        keepalive=keepalive, hold=hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,

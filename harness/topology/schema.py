@@ -202,8 +202,14 @@ class BgpSettings(_Strict):
     """eBGP on every link (RFC 7938); timers are short because labs are for failing."""
 
     asn_base: int = Field(4_200_000_000, ge=1, le=4_294_000_000)
-    keepalive: int = Field(3, ge=1, le=60)
-    hold: int = Field(9, ge=3, le=180)
+    keepalive: int | None = Field(
+        None, ge=1, le=60, description="seconds; unset: 3, or longer on a lab with BFD that "
+        "would otherwise send more than `keepalive_budget` a second (harness/topology/"
+        "bgp_timers.py)")
+    hold: int | None = Field(None, ge=3, le=180, description="seconds; unset: three keepalives")
+    keepalive_budget: int = Field(
+        200, ge=10, description="keepalives per second of the whole lab at most while BFD "
+        "watches every session: a bigger lab sends them less often (printed at deploy)")
     bfd: Bfd | None = None
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from ipaddress import ip_interface
+from itertools import pairwise
 
 import pytest
 
@@ -130,3 +131,36 @@ topology:
 
 def test_plan_round_trips_through_json(clos: LabPlan) -> None:
     assert LabPlan.model_validate_json(clos.model_dump_json()) == clos
+
+
+def _chain(nodes: int, bgp: str) -> LabPlan:
+    """A line of leaves: four BGP session ends per link (two ends, two address families)."""
+    names = [f"r{i}" for i in range(nodes)]
+    links = "".join(f'\n    - endpoints: ["{a}:eth2", "{b}:eth1"]'
+                    for a, b in pairwise(names))
+    return augment(load_text(f"name: t\nbgp: {bgp}\ntopology:\n  nodes:\n" + "".join(
+        f"    {n}: {{role: leaf}}\n" for n in names) + f"  links:{links}\n"))
+
+
+def _timers(plan: LabPlan) -> tuple[int, int, list[str]]:
+    return plan.keepalive, plan.hold, plan.notes
+
+
+def test_bgp_timers_stretch_with_the_lab_only_under_bfd() -> None:
+    """Past the budget each keepalive goes out less often (said at deploy); without BFD the
+    hold time is the failure detector and stays at FRR's datacenter 3 s / 9 s."""
+    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 200}")) == (3, 9, [])  # 400 ends
+    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 50}")) == (8, 24, [
+        "BGP keepalive every 8 s, hold time 24 s (not 3 s and 9 s): 400 session ends stay "
+        "within 50 keepalives a second (bgp.keepalive_budget); BFD finds a dead link in "
+        "300 ms, the hold time only a hung bgpd"])
+    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 10}"))[:2] == (40, 120)
+    assert _timers(_chain(201, "{bfd: {}, keepalive_budget: 10}"))[:2] == (60, 180)  # FRR's
+    assert _timers(_chain(101, "{keepalive_budget: 50}")) == (3, 9, [])
+
+
+def test_bgp_timers_the_topology_gives_are_kept() -> None:
+    """The other timer follows the one given: a hold time of three keepalives."""
+    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 50, keepalive: 5}")) == (5, 15, [])
+    assert _timers(_chain(2, "{hold: 30}")) == (10, 30, [])
+    assert _timers(_chain(2, "{keepalive: 2, hold: 7}")) == (2, 7, [])

@@ -16,6 +16,7 @@ def test_frr_config_has_every_planned_session() -> None:
         for s in plan.sessions_of(node.name):
             assert f"neighbor {s.peer_ip} remote-as {s.peer_asn}" in text
             assert f"neighbor {s.peer_ip} activate" in text
+        assert f" timers bgp {plan.keepalive} {plan.hold}\n" in text
 
 
 def test_hosts_export_only_their_own_prefixes() -> None:
