@@ -117,9 +117,11 @@ def read_spray(lab: LabContext, host: str) -> SprayView | None:
                      routes=state.get("routes", {}))
 
 
-def planes_to_hosts(lab: LabContext, host: str) -> dict[str, set[int]]:
-    """Other spraying host -> planes `host` sprays to its GPU address (IPv4 loopback)."""
-    view = read_spray(lab, host)
+def planes_to_hosts(lab: LabContext, host: str, view: SprayView | None = None
+                    ) -> dict[str, set[int]]:
+    """Other spraying host -> planes `host` sprays to its GPU address (IPv4 loopback);
+    `view`: the host's state when it is already read."""
+    view = view or read_spray(lab, host)
     spray = view.spray if view else {}
     return {n.name: set(spray.get(n.loopback4, ())) for n in spraying_hosts(lab.plan)
             if n.name != host}
@@ -184,7 +186,7 @@ def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
     if view is None or not view.alive:
         return {"state": "degraded", "nics": nic_text, "planes": "sprayer down"}
     mine = set(nics.values())
-    to_hosts = planes_to_hosts(lab, name)
+    to_hosts = planes_to_hosts(lab, name, view)
     everywhere = set.intersection(mine, *to_hosts.values())
     text = f"{len(everywhere)}/{len(mine)} active: {format_planes(everywhere)}"
     loopback = {n.name: n.loopback4 for n in lab.plan.nodes}

@@ -10,14 +10,20 @@ fixed after 8.4). Registered after BGP is up, the session has its full key from 
 from __future__ import annotations
 
 from functools import cache
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from harness.topology.plan import LabPlan, NodePlan, Session
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 @cache
 def _environment() -> jinja2.Environment:
+    """Built, and jinja2 imported, on the first render: commands that only read a lab
+    (inspect) start without it."""
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.PackageLoader("harness.topology", "templates"),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
