@@ -9,6 +9,7 @@ import re
 import select
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -111,6 +112,37 @@ def test_sessions_run_in_the_engine_at_the_configured_rate(offloaded):
         # 100 ms less 0-25% jitter: 10 to 13.3 packets a second each way (one tick of slack)
         for count in (sent, received):
             assert 10 * elapsed - 1 <= count <= 13.4 * elapsed + 1, (old, new)
+
+
+def engine_wakes_per_second(lab: Lab, node: str, seconds: float) -> float:
+    """How often the node's engine slept and woke again (its voluntary context switches)."""
+    pid = next(p for p in lab.runtime.node_processes(node)
+               if Path(f"/proc/{p}/comm").read_text().strip() == ENGINE)
+
+    def switches() -> int:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+
+    before = switches()
+    time.sleep(seconds)
+    return (switches() - before) / seconds
+
+
+def test_the_engine_wakes_once_a_round_of_sends_not_every_tick(offloaded):
+    """Sessions that send on the same tick share its jitter draw and keep sending together,
+    so once r1's two sessions have met, its engine wakes once per send: at most once in 75%
+    of the interval (13.3 a second at 100 ms), where waking on every tick is 40."""
+    bfd = offloaded.plan.bfd
+    assert bfd is not None
+    most = 1000 / (0.75 * bfd.interval_ms)
+    seen: list[float] = []
+
+    def too_often() -> list[str]:
+        seen.append(engine_wakes_per_second(offloaded, "r1", 2.0))
+        return [f"{seen[-1]:.1f} a second"] if seen[-1] > most + 0.5 else []  # a count's 1 in 2 s
+
+    poll_until(too_often, 20, lambda left: AssertionError(
+        f"r1's engine wakes more than {most:.1f} times a second: {seen}"))
 
 
 def test_a_silent_peer_is_found_within_the_detection_time(offloaded):

@@ -10,10 +10,15 @@
  * clients as it always does.
  *
  * Why: bfdd wakes for every packet and timer of every session; a lab of a hundred nodes with
- * BFD at 100 ms spends its cores there. This engine wakes once per tick (a fraction of the
- * shortest interval, at least 1 ms) for all its sessions: it drains every socket, expires
- * detection timers, then sends what is due. The tick adds at most one tick to detection and
- * to answering a Poll, and is printed at start.
+ * BFD at 100 ms spends its cores there. This engine's time runs in ticks (a quarter of the
+ * shortest interval, at least 1 ms, printed at start) and it wakes only on the ticks where
+ * something falls due, for all its sessions at once: it reads every socket, expires detection
+ * timers, then sends what is due. Sessions that send on the same tick draw their jitter
+ * together and so stay together: a node's sessions settle on one schedule, and the engine
+ * wakes about once per interval rather than on every tick. Packets are stamped by the kernel
+ * on arrival (SO_TIMESTAMPNS), so a detection timer starts when the packet came, however
+ * late it is read; a detection comes at most one tick late, and a Poll is answered when the
+ * session next sends.
  *
  *   fl-bfd SOCKET FEED [tick_us]
  *
@@ -143,15 +148,38 @@ static int dplane = -1;
 static int rx_socks[4] = {-1, -1, -1, -1};  /* listening: single hop v4/v6, multihop v4/v6 */
 static int rx_ready = -1;                    /* epoll over the sessions' rx_sock */
 static int64_t tick_ns;
+static double tick_jitter;                   /* drawn once a tick, see tx_interval_ns */
+static int64_t wall_offset;                  /* CLOCK_REALTIME - CLOCK_MONOTONIC, see arrival */
 static unsigned next_port = SOURCE_PORT_FIRST;
 static volatile sig_atomic_t stop;
 static int feed = -1;
 static int watchers[MAX_WATCHERS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
+static int64_t ns_of(const struct timespec *ts) { return ts->tv_sec * 1000000000LL + ts->tv_nsec; }
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    return ns_of(&ts);
+}
+
+/* Kernel receive stamps are wall-clock time; the offset, taken at each wake-up, puts them on
+ * the engine's monotonic clock. */
+static void take_wall_offset(int64_t now) {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    wall_offset = ns_of(&wall) - now;
+}
+
+/* When a packet arrived, from its SO_TIMESTAMPNS control message; `fallback` without one. */
+static int64_t arrival(struct msghdr *m, int64_t fallback) {
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(h), sizeof(ts));
+            return ns_of(&ts) - wall_offset;
+        }
+    return fallback;
 }
 
 static const char *peer_str(const struct session *s, char *buf, size_t len) {
@@ -228,8 +256,10 @@ static int64_t tx_interval_ns(const struct session *s) {
         us = s->r_required_rx;
     /* RFC 5880 6.8.7: 0-25% jitter below the interval (10-25% with a multiplier of 1),
      * rounded to whole ticks, since packets leave on ticks: a quarter-interval tick sends
-     * after 3 or 4 ticks, 87.5% of the interval on average as with continuous jitter. */
-    double cut = (s->cfg.detect_mult == 1 ? 0.10 : 0.0) + drand48() * 0.25;
+     * after 3 or 4 ticks, 87.5% of the interval on average as with continuous jitter. The
+     * draw is the tick's, shared by every session sending on it: each packet is jittered,
+     * and sessions that once send together keep doing so (the engine wakes for all). */
+    double cut = (s->cfg.detect_mult == 1 ? 0.10 : 0.0) + tick_jitter * 0.25;
     if (cut > 0.25)
         cut = 0.25;
     int64_t ticks = llround(us * (1.0 - cut) * 1000.0 / (double)tick_ns);
@@ -303,13 +333,15 @@ static int bind_interface(const struct session *s, int fd) {
                       (socklen_t)strlen(s->cfg.ifname));
 }
 
-/* A UDP socket that reports each packet's TTL and interface (the checks of RFC 5881 5). */
+/* A UDP socket that reports each packet's TTL and interface (the checks of RFC 5881 5) and
+ * when it arrived. */
 static int rx_socket(int family) {
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int on = 1;
     if (fd < 0)
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
     if (family == AF_INET) {
         setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
         setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &on, sizeof(on));
@@ -414,11 +446,13 @@ static int open_echo_socket(const struct session *s) {
     };
     struct sock_fprog prog = {sizeof(code) / sizeof(code[0]), code};
     int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_IP));
+    int on = 1;
     if (fd < 0)
         return -1;
     struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
                              .sll_ifindex = (int)s->cfg.ifindex};
     if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0
+        || setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0
         || bind(fd, (struct sockaddr *)&ll, sizeof(ll)) < 0) {
         close(fd);
         return -1;
@@ -681,11 +715,12 @@ static void send_echo(struct session *s) {
 }
 
 static void drain_echo(struct session *s, int64_t now) {
-    unsigned char buf[256];
+    unsigned char buf[256], cbuf[64];
     struct sockaddr_ll from;
     for (;;) {
-        socklen_t fl = sizeof(from);
-        ssize_t n = recvfrom(s->echo_sock, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+        struct iovec iov = {buf, sizeof(buf)};
+        struct msghdr m = {&from, sizeof(from), &iov, 1, cbuf, sizeof(cbuf), 0};
+        ssize_t n = recvmsg(s->echo_sock, &m, MSG_DONTWAIT);
         if (n < 0)
             return;
         if (from.sll_pkttype == PACKET_OUTGOING || n < (ssize_t)(sizeof(struct iphdr) + 8 + 8))
@@ -702,7 +737,7 @@ static void drain_echo(struct session *s, int64_t now) {
         s->echo_in[0]++;
         s->echo_in[1] += (uint64_t)n;
         if (echo_active(s))
-            s->echo_detect_at = now + s->cfg.detect_mult * echo_interval_ns(s);
+            s->echo_detect_at = arrival(&m, now) + s->cfg.detect_mult * echo_interval_ns(s);
     }
 }
 
@@ -812,8 +847,9 @@ static void connect_rx(struct session *s, const struct sockaddr_storage *from) {
 }
 
 /* Reads one packet from fd into the state machine; 0 when fd held none. `listening`: fd is a
- * listening socket, whose sessions get a connected socket of their own. */
-static int receive(int fd, int family, int multihop, int listening, int64_t now) {
+ * listening socket, whose sessions get a connected socket of their own; `at`: when the packet
+ * came if the kernel does not say. */
+static int receive(int fd, int family, int multihop, int listening, int64_t at) {
     unsigned char buf[128], cbuf[256];
     struct sockaddr_storage from;
     struct iovec iov = {buf, sizeof(buf)};
@@ -842,7 +878,8 @@ static int receive(int fd, int family, int multihop, int listening, int64_t now)
         peer = ((struct sockaddr_in6 *)&from)->sin6_addr;
     struct control c;
     memcpy(&c, buf, sizeof(c));
-    struct session *s = receive_control(&c, &peer, family, ifindex, ttl, multihop, now);
+    struct session *s = receive_control(&c, &peer, family, ifindex, ttl, multihop,
+                                        arrival(&m, at));
     if (s && listening)
         connect_rx(s, &from);
     return 1;
@@ -850,14 +887,28 @@ static int receive(int fd, int family, int multihop, int listening, int64_t now)
 
 /* -- one tick -------------------------------------------------------------------------------- */
 
+/* A passive session waits for the peer's first packet (RFC 5880 6.1); none goes to a peer
+ * that asked for none (RequiredMinRxInterval 0) unless a Final is owed. */
+static int sends(const struct session *s) {
+    int passive_wait = (s->cfg.flags & SESSION_PASSIVE) && !s->rid;
+    return !passive_wait && (s->r_required_rx || s->final);
+}
+
+static int detecting(const struct session *s) {
+    return s->detect_at && (s->state == INIT || s->state == UP);
+}
+
+static int echo_detecting(const struct session *s) { return s->echo_detect_at && s->state == UP; }
+
 /* Drains every socket, expires detection timers, then sends what falls due before the middle
  * of the next tick (so an interval of k ticks is k ticks, not k + 1). */
 static void tick(int64_t now) {
     static const int family[4] = {AF_INET, AF_INET6, AF_INET, AF_INET6};
     int64_t due = now + tick_ns / 2;
-    /* What arrived is stamped with the tick's own instant, not with when this wake-up came: a
-     * detection timer started late would miss the tick it falls on and add a second tick. */
+    /* A packet the kernel did not stamp counts as come at the tick's own instant. */
     int64_t at = now - now % tick_ns;
+    take_wall_offset(now);
+    tick_jitter = drand48();
     for (int i = 0; i < 4; i++)
         while (rx_socks[i] >= 0 && receive(rx_socks[i], family[i], i >= 2, 1, at))
             ;
@@ -876,12 +927,11 @@ static void tick(int64_t now) {
             continue;
         if (s->echo_sock >= 0)
             drain_echo(s, at);
-        if (s->detect_at && now >= s->detect_at && (s->state == INIT || s->state == UP))
+        if (detecting(s) && now >= s->detect_at)
             set_state(s, DOWN, DIAG_DETECT_EXPIRED, now);
-        else if (s->echo_detect_at && now >= s->echo_detect_at && s->state == UP)
+        else if (echo_detecting(s) && now >= s->echo_detect_at)
             set_state(s, DOWN, DIAG_ECHO_FAILED, now);
-        int passive_wait = (s->cfg.flags & SESSION_PASSIVE) && !s->rid;
-        if (due >= s->next_tx && !passive_wait && (s->r_required_rx || s->final)) {
+        if (sends(s) && due >= s->next_tx) {
             send_control(s);
             s->next_tx = now + tx_interval_ns(s);
         }
@@ -890,6 +940,33 @@ static void tick(int64_t now) {
             s->next_echo = now + echo_interval_ns(s);
         }
     }
+}
+
+/* The first tick after `now` on which anything falls due, as tick() judges it: a packet to
+ * send (on the tick at most half a tick before its time), a detection timer, an echo. 0 when
+ * nothing is armed: only bfdd or a watcher can change that, and they wake the engine. While
+ * a session comes up, every tick: each step of its three-way handshake answers the peer's
+ * packet, which would otherwise wait for the session's next slow (1 s) send to be read. */
+static int64_t next_wake(int64_t now) {
+    int64_t half = tick_ns / 2, first = (now / tick_ns + 1) * tick_ns, at = INT64_MAX;
+    for (int i = 0; i < nsessions; i++) {
+        const struct session *s = &sessions[i];
+        if (!s->used)
+            continue;
+        if (s->state == DOWN || s->state == INIT)
+            return first;
+        if (sends(s) && s->next_tx - half < at)
+            at = s->next_tx - half;
+        if (detecting(s) && s->detect_at < at)
+            at = s->detect_at;
+        if (echo_detecting(s) && s->echo_detect_at < at)
+            at = s->echo_detect_at;
+        if (echo_active(s) && s->next_echo && s->next_echo - half < at)
+            at = s->next_echo - half;
+    }
+    if (at == INT64_MAX)
+        return 0;
+    return at <= first ? first : (at + tick_ns - 1) / tick_ns * tick_ns;
 }
 
 /* A quarter of the shortest interval any session runs (1 ms to 25 ms). */
@@ -982,7 +1059,7 @@ int main(int argc, char **argv) {
     rx_socks[1] = open_rx_socket(AF_INET6, SINGLE_HOP_PORT);
     if (rx_socks[0] < 0 && rx_socks[1] < 0)
         return 1;
-    int64_t last_tick = 0, next_connect = 0;
+    int64_t next_connect = 0;
     printf("fl-bfd: data plane for bfdd at %s\n", argv[1]);
     fflush(stdout);
     while (!stop) {
@@ -997,8 +1074,9 @@ int main(int argc, char **argv) {
             printf("tick %" PRId64 " us\n", tick_ns / 1000);
             fflush(stdout);
         }
-        /* Ticks fall on multiples of the tick, so all sessions share one wake-up. */
-        int64_t next = (now / tick_ns + 1) * tick_ns;
+        /* Ticks fall on multiples of the tick, so a lab's engines wake together. */
+        int64_t next = next_wake(now);
+        int64_t wake = dplane < 0 && (!next || next_connect < next) ? next_connect : next;
         struct pollfd p[2 + MAX_WATCHERS] = {{feed, POLLIN, 0}};
         int n = 1;
         for (int i = 0; i < MAX_WATCHERS; i++)
@@ -1006,8 +1084,9 @@ int main(int argc, char **argv) {
                 p[n++] = (struct pollfd){watchers[i], POLLIN, 0};
         if (dplane >= 0)
             p[n++] = (struct pollfd){dplane, POLLIN, 0};
-        struct timespec wait = {(next - now) / 1000000000LL, (next - now) % 1000000000LL};
-        int ready = ppoll(p, (nfds_t)n, &wait, NULL);
+        int64_t left = wake > now ? wake - now : 0;
+        struct timespec wait = {left / 1000000000LL, left % 1000000000LL};
+        int ready = ppoll(p, (nfds_t)n, wake ? &wait : NULL, NULL);
         now = now_ns();
         if (ready > 0)
             serve_feed(p, n);
@@ -1016,10 +1095,8 @@ int main(int argc, char **argv) {
             fflush(stdout);
             dp_drop();
         }
-        if (now >= next || now - last_tick >= tick_ns) {
+        if (next && now >= next)
             tick(now);
-            last_tick = now;
-        }
     }
     return 0;
 }

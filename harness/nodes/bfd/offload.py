@@ -2,8 +2,8 @@
 
 bfdd with `--dplaneaddr unix:SOCKET` keeps sessions, clients and CLI and hands every session
 to the data plane that connects there; fl-bfd is that data plane. Its cost per session is a
-share of one wake-up per tick instead of a wake-up per packet and timer, which is what lets
-a hundred-node lab run BFD at 100 ms on two cores. The engine is a process of the node: a
+share of one wake-up per round of sends instead of a wake-up per packet and timer, which is
+what lets a hundred-node lab run BFD at 100 ms on two cores. The engine is a process of the node: a
 crash of the node takes it down with bfdd, and the node kind's restart brings both back.
 """
 
@@ -51,6 +51,6 @@ def start_engine(node: Node, bfd_dir: Path, log: Path) -> int:
 
 def tick_ms(bfd: BfdPlan) -> float:
     """The engine's tick for a lab's BFD (fl_bfd.c: a quarter of the shortest interval, 1 to
-    25 ms): how much later than bfdd's own timers a detection or a Final may come."""
+    25 ms): how much later than bfdd's own timers a detection may come."""
     shortest = min(bfd.interval_ms, bfd.host_echo_ms or bfd.interval_ms)
     return min(max(shortest / TICK_DIVISOR, TICK_MIN_MS), TICK_MAX_MS)
