@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -37,6 +38,11 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
+    # What exists by now (modules, the parser) lives as long as the process: frozen, the
+    # collector no longer walks it while the command runs, and frozen again at the end, what
+    # the command made (a lab's plan) is not walked at exit either. `inspect` on fpf-64 takes
+    # ~0.25 s less (bench/scale.py's inspect column).
+    gc.freeze()
     try:
         return int(args.run(args) or 0)
     except CheckFailed as exc:  # the lab is there, a check on it failed: exit 1
@@ -49,4 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted; everything this command created was removed[/]")
         return 130
+    finally:
+        gc.freeze()
 
