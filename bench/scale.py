@@ -4,11 +4,11 @@
 Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on every session, the
 shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
 prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
-PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes (below
-each row: the BGP keepalive and hold time the lab's size gave it, and how many BGP session ends
-went down since the deploy began; none should). Then the
-growth exponent of each (the slope of log cost over log nodes between the sizes that
-converged: 1 is linear). It stops at the first size that does not converge within --timeout
+PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes (median
+of five runs; below each row: the BGP keepalive and hold time the lab's size gave it, and how
+many BGP session ends went down since the deploy began; none should). Then the growth
+exponent of each (the slope of log cost over log nodes between the sizes that converged: 1 is
+linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
 
 With `--bfd offload bfdd` the sizes run once per BFD engine, so each node's fl-bfd is measured
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -38,6 +39,7 @@ from harness.lab import Lab  # noqa: E402
 from harness.testing.footprint import footprint  # noqa: E402
 
 HOSTS_PER_LEAF = 16  # fpf-64's
+INSPECT_RUNS = 5
 COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node (MiB)",
            "idle CPU (cores)", "inspect (s)")
 
@@ -76,12 +78,16 @@ def sessions_dropped(lab: Lab) -> int:
                for info in lab.frr(node).show_json("bgpd", "show bgp neighbors").values())
 
 
-def time_inspect(lab: str) -> float:
-    """`labctl inspect` as an operator runs it: a fresh process, the table printed."""
-    start = time.monotonic()
-    subprocess.run([sys.executable, "-m", "harness.cli", "inspect", lab], check=True,
-                   stdout=subprocess.DEVNULL, cwd=REPO)
-    return time.monotonic() - start
+def time_inspect(lab: str, runs: int = INSPECT_RUNS) -> float:
+    """`labctl inspect` as an operator runs it (a fresh process, the table printed): the
+    median of a few runs, as one run on a busy lab varies by a third."""
+    def once() -> float:
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-m", "harness.cli", "inspect", lab], check=True,
+                       stdout=subprocess.DEVNULL, cwd=REPO)
+        return time.monotonic() - start
+
+    return statistics.median(once() for _ in range(runs))
 
 
 def exponent(sizes: list[float], costs: list[float]) -> float:
