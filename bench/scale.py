@@ -78,7 +78,7 @@ def sessions_dropped(lab: Lab) -> int:
                for info in lab.frr(node).show_json("bgpd", "show bgp neighbors").values())
 
 
-def time_inspect(lab: str, runs: int = INSPECT_RUNS) -> float:
+def time_inspect(lab: str) -> float:
     """`labctl inspect` as an operator runs it (a fresh process, the table printed): the
     median of a few runs, as one run on a busy lab varies by a third."""
     def once() -> float:
@@ -87,7 +87,7 @@ def time_inspect(lab: str, runs: int = INSPECT_RUNS) -> float:
                        stdout=subprocess.DEVNULL, cwd=REPO)
         return time.monotonic() - start
 
-    return statistics.median(once() for _ in range(runs))
+    return statistics.median(once() for _ in range(INSPECT_RUNS))
 
 
 def exponent(sizes: list[float], costs: list[float]) -> float:

@@ -19,6 +19,11 @@ def test_frr_config_has_every_planned_session() -> None:
         assert f" timers bgp {plan.keepalive} {plan.hold}\n" in text
 
 
+def test_a_big_lab_under_bfd_renders_its_stretched_bgp_timers() -> None:
+    plan = augment(load_file(TOPOLOGIES / "fpf-64.yml"))  # 2,304 session ends: 12 s / 36 s
+    assert " timers bgp 12 36\n" in render_frr(plan, plan.nodes[0], "/tmp/frr.log")
+
+
 def test_hosts_export_only_their_own_prefixes() -> None:
     plan = augment(load_file(TOPOLOGIES / "clos.yml"))
     host = render_frr(plan, plan.node("host1"), "/tmp/frr.log")
