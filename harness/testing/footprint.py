@@ -1,4 +1,5 @@
-"""What a lab's processes cost the host, read from /proc: memory and CPU time, for benches."""
+"""What a lab's processes are and cost the host, read from /proc: which one a node runs by
+name (for tests that stop or watch it), memory and CPU time (for benches)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def command(pid: int) -> str:
     if name.startswith("python") and b"-m" in argv[:-1]:
         return argv[argv.index(b"-m") + 1].decode()
     return name
+
+
+def node_process(lab: LabContext, node: str, name: str) -> int:
+    """The host pid of the node's process called `name` (its comm), e.g. an engine."""
+    for pid in lab.runtime.node_processes(node):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == name:
+                return pid
+        except OSError:
+            continue
+    raise LookupError(f"{node} runs no {name}")
 
 
 def memory_mib(pids: list[int]) -> tuple[float, float]:

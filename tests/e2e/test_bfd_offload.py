@@ -20,6 +20,7 @@ from harness.nodes.bfd.offload import ENGINE, tick_ms
 from harness.nodes.frr import FRR_STATE, attach_bfd
 from harness.paths import LAB_NAME_MAX, frr_pathspace
 from harness.spray.bfd import BfdWatch
+from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
@@ -116,8 +117,7 @@ def test_sessions_run_in_the_engine_at_the_configured_rate(offloaded):
 
 def engine_wakes_per_second(lab: Lab, node: str, seconds: float) -> float:
     """How often the node's engine slept and woke again (its voluntary context switches)."""
-    pid = next(p for p in lab.runtime.node_processes(node)
-               if Path(f"/proc/{p}/comm").read_text().strip() == ENGINE)
+    pid = node_process(lab, node, ENGINE)
 
     def switches() -> int:
         status = Path(f"/proc/{pid}/status").read_text()

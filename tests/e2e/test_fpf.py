@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,6 +23,7 @@ from harness.spray.control import (
     wait_spray,
 )
 from harness.testing import plan_from
+from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
 
 pytestmark = pytest.mark.e2e
@@ -134,8 +134,7 @@ def test_a_stalled_host_drains_nothing(lab, traffic):
     rounds (a busy CPU) delays every plane alike, and no one drains anything."""
     schedule = probe_timing(lab.plan)
     before = {h: read_spray(lab, h).switched_ns for h in HOSTS}
-    engine = next(pid for pid in lab.runtime.node_processes("host1")
-                  if Path(f"/proc/{pid}/comm").read_text().strip() == probe.ENGINE)
+    engine = node_process(lab, "host1", probe.ENGINE)
     os.kill(engine, signal.SIGSTOP)
     time.sleep(20 * schedule.interval_us / 1e6)
     os.kill(engine, signal.SIGCONT)

@@ -714,7 +714,8 @@ static void send_echo(struct session *s) {
     }
 }
 
-static void drain_echo(struct session *s, int64_t now) {
+/* Reads the echo packets back; `at`: when one came if the kernel does not say. */
+static void drain_echo(struct session *s, int64_t at) {
     unsigned char buf[256], cbuf[64];
     struct sockaddr_ll from;
     for (;;) {
@@ -737,7 +738,7 @@ static void drain_echo(struct session *s, int64_t now) {
         s->echo_in[0]++;
         s->echo_in[1] += (uint64_t)n;
         if (echo_active(s))
-            s->echo_detect_at = arrival(&m, now) + s->cfg.detect_mult * echo_interval_ns(s);
+            s->echo_detect_at = arrival(&m, at) + s->cfg.detect_mult * echo_interval_ns(s);
     }
 }
 
