@@ -15,9 +15,9 @@ all planes), and the plane-failover outage over N trials against the BFD detecti
 If the topology does not deploy on this machine (fpf-64 saturates 2 cores: 112 nodes, 2304
 BFD sessions), the bench says where and why, then measures the baseline lab instead.
 
-IPv6 neighbour tables are limited host-wide (net.ipv6.neigh.default.gc_thresh3, 1024 by
-default, shared by all namespaces); a lab with more IPv6 neighbours than that cannot bring up
-its IPv6 sessions, so the bench raises the limit for its run and restores it afterwards.
+The kernel's neighbour tables (ARP and IPv6 ND) are limited host-wide (gc_thresh3, 1024 by
+default, shared by all namespaces); a lab with more neighbours than that cannot bring up its
+sessions, so the bench raises the limits for its run and restores them afterwards.
 
 Usage: .venv/bin/python bench/fpf.py [--trials 20] [--busy 1] [--skip-big]
                                      [--topology topologies/fpf-64.yml]

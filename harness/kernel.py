@@ -119,53 +119,81 @@ def tools() -> list[Tool]:
     return found
 
 
-ND_LIMITS = Path("/proc/sys/net/ipv6/neigh/default")
-ND_CACHE_STATS = Path("/proc/net/stat/ndisc_cache")
-ND_PER_SESSION = 2  # measured: fpf-64's 1152 IPv6 session ends hold 1320 neighbours
+@dataclass(frozen=True)
+class NeighbourTable:
+    """One of the kernel's neighbour tables (ARP, IPv6 ND): one for the whole host, shared by
+    every namespace and container, with a hard limit (gc_thresh3, 1024 by default). Past it
+    the kernel refuses new neighbours (`sendmsg: No buffer space available`), and the sessions
+    that need them never come up."""
+
+    afi: str  # as sessions name their family
+    sysctl: str  # net.<family>.neigh.default
+    limits: Path  # that sysctl's directory
+    stats: Path  # the kernel's counters; the first field is the entries in use, in hex
+
+    def limit(self) -> int:
+        return int((self.limits / "gc_thresh3").read_text())
+
+    def in_use(self) -> int:
+        return int(self.stats.read_text().splitlines()[1].split()[0], 16)
+
+    def need(self, plan: LabPlan) -> int:
+        return NEIGHBOURS_PER_SESSION_END * sum(s.afi == self.afi for s in plan.sessions)
+
+    def settings(self, limit: int) -> dict[str, int]:
+        """The thresholds that give the table room for `limit` entries (the kernel starts
+        collecting at a quarter and a half of it)."""
+        return {"gc_thresh3": limit, "gc_thresh2": limit // 2, "gc_thresh1": limit // 4}
 
 
-def ipv6_session_ends(plan: LabPlan) -> int:
-    return sum(s.afi == "ipv6" for s in plan.sessions)
+def _table(afi: str, stats: str) -> NeighbourTable:
+    sysctl = f"net.{afi}.neigh.default"
+    return NeighbourTable(afi, sysctl, Path("/proc/sys", *sysctl.split(".")),
+                          Path("/proc/net/stat", stats))
+
+
+NEIGHBOUR_TABLES = (_table("ipv4", "arp_cache"), _table("ipv6", "ndisc_cache"))
+# Measured at an idle fpf-64: its 1152 IPv4 session ends hold 1212 ARP entries, its 1152 IPv6
+# ones 1320-1858 ND entries (global and link-local addresses).
+NEIGHBOURS_PER_SESSION_END = 2
 
 
 def neighbour_room(plan: LabPlan) -> str | None:
-    """Why the kernel's IPv6 neighbour table cannot hold a lab's neighbours, or None.
-
-    The table's hard limit (gc_thresh3, 1024 by default) is one for the whole host, shared by
-    every namespace and container; past it the kernel refuses new neighbours and the IPv6
-    sessions that need them never come up, so a lab must not start where it does not fit.
-    """
-    ends = ipv6_session_ends(plan)
-    need = ND_PER_SESSION * ends
-    limit = int((ND_LIMITS / "gc_thresh3").read_text())
-    in_use = int(ND_CACHE_STATS.read_text().splitlines()[1].split()[0], 16)
-    if in_use + need <= limit:
+    """Why the host's neighbour tables cannot hold a lab's neighbours, or None: a lab must not
+    start where it does not fit."""
+    short, fixes = [], []
+    for table in NEIGHBOUR_TABLES:
+        need, limit, in_use = table.need(plan), table.limit(), table.in_use()
+        if in_use + need <= limit:
+            continue
+        short.append(f"about {need} {table.afi} neighbour entries and this host has room for "
+                     f"{max(0, limit - in_use)} ({table.sysctl}.gc_thresh3 = {limit}, "
+                     f"{in_use} in use)")
+        fixes += [f"{table.sysctl}.{key}={value}" for key, value
+                  in table.settings(1 << (in_use + need).bit_length()).items()]
+    if not short:
         return None
-    wanted = 1 << (in_use + need).bit_length()
-    return (f"the lab needs about {need} IPv6 neighbour entries ({ends} IPv6 "
-            f"session ends) and this host has room for {max(0, limit - in_use)} "
-            f"(net.ipv6.neigh.default.gc_thresh3 = {limit}, shared by every namespace; "
-            f"{in_use} in use): its IPv6 sessions would stay down. Raise the limit: sysctl -w "
-            f"net.ipv6.neigh.default.gc_thresh3={wanted} "
-            f"net.ipv6.neigh.default.gc_thresh2={wanted // 2} "
-            f"net.ipv6.neigh.default.gc_thresh1={wanted // 4}")
+    return (f"the lab needs {' and '.join(short)}; the limits are shared by every namespace, "
+            "and sessions whose neighbours do not fit would stay down. Raise them: "
+            f"sysctl -w {' '.join(fixes)}")
 
 
 @contextlib.contextmanager
 def neighbour_limit_raised(plan: LabPlan) -> Iterator[None]:
-    """For a bench's run only: raise the host's IPv6 neighbour limits so the lab fits, and put
-    the old values back (a lab deployed by hand gets the sysctl to run instead)."""
+    """For a bench's run only: raise the host's neighbour limits so the lab fits, and put the
+    old values back (a lab deployed by hand gets the sysctl to run instead)."""
     keys = ("gc_thresh1", "gc_thresh2", "gc_thresh3")
-    old = {key: (ND_LIMITS / key).read_text().strip() for key in keys}
-    need = 4 * ND_PER_SESSION * ipv6_session_ends(plan)
-    if int(old["gc_thresh3"]) >= need:
-        yield
-        return
-    print(f"raising net.ipv6.neigh.default.gc_thresh3 {old['gc_thresh3']} -> {need} for the run")
-    for key, value in zip(keys, (need // 4, need // 2, need), strict=True):
-        (ND_LIMITS / key).write_text(str(value))
+    old = {table: {key: (table.limits / key).read_text().strip() for key in keys}
+           for table in NEIGHBOUR_TABLES}
     try:
+        for table in NEIGHBOUR_TABLES:
+            need = 4 * table.need(plan)
+            if table.limit() < need:
+                print(f"raising {table.sysctl}.gc_thresh3 {table.limit()} -> {need} for the run")
+                for key, value in table.settings(need).items():
+                    (table.limits / key).write_text(str(value))
         yield
     finally:
-        for key, value in old.items():
-            (ND_LIMITS / key).write_text(value)
+        for table, values in old.items():
+            for key, value in values.items():
+                (table.limits / key).write_text(value)

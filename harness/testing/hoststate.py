@@ -31,8 +31,9 @@ COMMANDS = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
             "nft": ["nft", "list", "ruleset"], "iptables": ["iptables-save"],
             "ip6tables": ["ip6tables-save"], "netns": ["ip", "netns", "list"]}
 # Host-wide sysctls: the ones every node sets in its own namespace, and the neighbour-table
-# limits bench/fpf.py raises for a run (shared by all namespaces) and must put back.
-SYSCTLS = (*ROUTER_SYSCTLS, *(f"net.ipv6.neigh.default.gc_thresh{i}" for i in (1, 2, 3)))
+# limits the benches raise for a run (shared by all namespaces) and must put back.
+SYSCTLS = (*ROUTER_SYSCTLS, *(f"net.{afi}.neigh.default.gc_thresh{i}" for afi in ("ipv4", "ipv6")
+                              for i in (1, 2, 3)))
 FRR_CONFIG_DIR = Path("/etc/frr")
 TMP = Path("/tmp")
 _NOISE = (re.compile(r'"(valid|preferred)_life_time":\d+,?'), re.compile(r"^#.*$", re.M),

@@ -1,8 +1,10 @@
-"""A lab that needs more IPv6 neighbours than the host-wide limit holds is refused up front,
-with the sysctl that fixes it; the limit and the entries in use are read from /proc."""
+"""A lab that needs more neighbours (ARP or IPv6 ND) than the host-wide limit holds is refused
+up front, with the sysctl that fixes it; the limits and the entries in use are read from /proc,
+and a bench's raised limits are put back."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,26 +17,61 @@ STATS_HEADER = "entries  allocs   destroys\n"
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    limits, stats = tmp_path / "neigh", tmp_path / "ndisc_cache"
-    limits.mkdir()
-    monkeypatch.setattr(kernel, "ND_LIMITS", limits)
-    monkeypatch.setattr(kernel, "ND_CACHE_STATS", stats)
+    """set_host(afi, limit, in_use) fakes one table; both start roomy."""
+    tables = {t.afi: dataclasses.replace(t, limits=tmp_path / t.afi, stats=tmp_path / t.stats.name)
+              for t in kernel.NEIGHBOUR_TABLES}
+    monkeypatch.setattr(kernel, "NEIGHBOUR_TABLES", tuple(tables.values()))
 
-    def set_host(limit: int, in_use: int) -> None:
-        (limits / "gc_thresh3").write_text(f"{limit}\n")
-        stats.write_text(STATS_HEADER + f"{in_use:08x} 00000000 00000000\n" * 2)
+    def set_host(afi: str, limit: int, in_use: int) -> None:
+        table = tables[afi]
+        table.limits.mkdir(exist_ok=True)
+        for key, value in table.settings(limit).items():
+            (table.limits / key).write_text(f"{value}\n")
+        table.stats.write_text(STATS_HEADER + f"{in_use:08x} 00000000 00000000\n" * 2)
+    for afi in tables:
+        set_host(afi, 1 << 20, 0)
     return set_host
 
 
 def test_a_lab_that_fits_is_let_through(host):
-    host(limit=1024, in_use=100)
+    host("ipv4", limit=1024, in_use=100)
+    host("ipv6", limit=1024, in_use=100)
     assert kernel.neighbour_room(plan_from("topologies/fpf-mini.yml")) is None
 
 
-def test_a_lab_that_does_not_fit_is_refused_with_the_fix(host):
-    plan = plan_from("topologies/fpf-mini.yml")  # 96 IPv6 session ends: ~192 neighbours
-    host(limit=1024, in_use=900)
+@pytest.mark.parametrize("afi", ["ipv4", "ipv6"])
+def test_a_lab_that_does_not_fit_is_refused_with_the_fix(host, afi):
+    plan = plan_from("topologies/fpf-mini.yml")  # 96 session ends a family: ~192 neighbours
+    host(afi, limit=1024, in_use=900)
     problem = kernel.neighbour_room(plan)
     assert problem is not None
+    assert f"about 192 {afi} neighbour entries" in problem
     assert "room for 124" in problem and "900 in use" in problem
-    assert "sysctl -w net.ipv6.neigh.default.gc_thresh3=2048" in problem
+    assert (f"sysctl -w net.{afi}.neigh.default.gc_thresh3=2048 "
+            f"net.{afi}.neigh.default.gc_thresh2=1024 "
+            f"net.{afi}.neigh.default.gc_thresh1=512") in problem
+    other = "ipv6" if afi == "ipv4" else "ipv4"
+    assert other not in problem.split("Raise them")[1]
+
+
+def test_fpf_64_does_not_fit_the_default_limits(host):
+    """Both tables are 1024 by default; fpf-64 has 1152 session ends in each family."""
+    for afi in ("ipv4", "ipv6"):
+        host(afi, limit=1024, in_use=0)
+    problem = kernel.neighbour_room(plan_from("topologies/fpf-64.yml"))
+    assert problem is not None
+    assert "net.ipv4.neigh.default.gc_thresh3=4096" in problem
+    assert "net.ipv6.neigh.default.gc_thresh3=4096" in problem
+
+
+def test_a_bench_raises_the_limits_for_its_run_and_puts_them_back(host):
+    for afi in ("ipv4", "ipv6"):
+        host(afi, limit=1024, in_use=0)
+    plan = plan_from("topologies/fpf-64.yml")
+    before = {t.afi: t.settings(1024) for t in kernel.NEIGHBOUR_TABLES}
+    with kernel.neighbour_limit_raised(plan):
+        assert kernel.neighbour_room(plan) is None
+        assert all(t.limit() == 4 * t.need(plan) for t in kernel.NEIGHBOUR_TABLES)
+    for table in kernel.NEIGHBOUR_TABLES:
+        assert {key: int((table.limits / key).read_text())
+                for key in before[table.afi]} == before[table.afi]
