@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -165,20 +166,27 @@ def format_planes(planes: set[int]) -> str:
 
 
 def why_out(view: SprayView, plane: int, addresses: list[str]) -> str:
-    """Why `plane` is out towards these destinations, the most basic cause first."""
+    """Why `plane` is out towards these destinations, the most basic cause first: BFD took it
+    out for all of them, or per destination zebra has no next hop on it or the probes drained
+    it. Causes that differ between destinations are all named, with how many each explains (a
+    gray plane whose BFD also flapped towards one host is still named a gray plane)."""
     if plane in view.bfd_down:
         return "BFD down"
-    routed = all(plane in view.routes.get(a, ()) for a in addresses)
-    if routed and any(plane in view.drained.get(a, {}) for a in addresses):
-        return "data-plane loss"
-    return "route gone"
+    causes = Counter(
+        "data-plane loss" if plane in view.routes.get(a, ()) and plane in view.drained.get(a, {})
+        else "route gone" for a in addresses)
+    if len(causes) == 1:
+        return next(iter(causes))
+    return ", ".join(f"{cause} ({causes[cause]} host{'s' * (causes[cause] > 1)})"
+                     for cause in ("route gone", "data-plane loss"))
 
 
 def spray_status(lab: LabContext, node: NodePlan) -> dict[str, Any]:
     """`inspect` columns of a spraying host: its plane NICs, the planes it sprays on, and
     why a plane is out: 'BFD down' (BFD took it out for every destination), 'data-plane loss'
     (peers' probes say it drops their packets) or 'route gone' (zebra has no next hop on it
-    to some destinations: a failure further in the plane)."""
+    to some destinations: a failure further in the plane), or both of the last two with how
+    many destinations each explains."""
     name = node.name
     nics = nic_planes(lab.plan, node)
     nic_text = f"{len(nics)}x{node.labels.get('nic-speed', '?')}"

@@ -114,8 +114,12 @@ def test_a_gray_plane_is_drained_within_a_second_and_restored_when_clean(lab, fa
     _, switched_ms = switch_after_fault(lab, faults, "host1", "host3")
     assert switched_ms <= 1000, f"{result}; drained {switched_ms:.0f} ms after the fault"
     assert result.last_loss_s is None or result.last_loss_s - result.marks[gray] <= 1.0, result
-    assert spray_status(lab, lab.plan.node("host1"))["planes"] == \
-        "7/8 active: 0-5,7; plane 6 out: data-plane loss"
+    # 5% loss at the leaves' host ports: now and then BFD loses three in a row too and takes
+    # the plane away towards one host for a moment; the probes' verdict is named all the same
+    planes = spray_status(lab, lab.plan.node("host1"))["planes"]
+    assert planes in ("7/8 active: 0-5,7; plane 6 out: data-plane loss",
+                      "7/8 active: 0-5,7; plane 6 out: route gone (1 host), "
+                      "data-plane loss (2 hosts)"), planes
     drained = traffic.flow("host1", "host3", count=2_000, rate_pps=RATE)
     assert drained.lost == 0 and set(drained.per_plane) == PLANES - {6}, drained
     with WakeupLateness() as load:

@@ -250,15 +250,12 @@ static int echo_active(const struct session *s) {
            && s->state == UP && s->cfg.min_echo_tx && s->r_required_echo_rx && s->echo_sock >= 0;
 }
 
-static int64_t tx_interval_ns(const struct session *s) {
-    uint32_t us = advertised_tx(s);
-    if (s->r_required_rx > us)
-        us = s->r_required_rx;
-    /* RFC 5880 6.8.7: 0-25% jitter below the interval (10-25% with a multiplier of 1),
-     * rounded to whole ticks, since packets leave on ticks: a quarter-interval tick sends
-     * after 3 or 4 ticks, 87.5% of the interval on average as with continuous jitter. The
-     * draw is the tick's, shared by every session sending on it: each packet is jittered,
-     * and sessions that once send together keep doing so (the engine wakes for all). */
+/* RFC 5880 6.8.7: 0-25% jitter below the interval (10-25% with a multiplier of 1), rounded
+ * to whole ticks, since packets leave on ticks: a quarter-interval tick sends after 3 or 4
+ * ticks, 87.5% of the interval on average as with continuous jitter. The draw is the tick's,
+ * shared by every session sending on it: each packet is jittered, and sessions that once send
+ * together keep doing so (the engine wakes for all). */
+static int64_t jittered_ns(const struct session *s, uint32_t us) {
     double cut = (s->cfg.detect_mult == 1 ? 0.10 : 0.0) + tick_jitter * 0.25;
     if (cut > 0.25)
         cut = 0.25;
@@ -266,15 +263,19 @@ static int64_t tx_interval_ns(const struct session *s) {
     return (ticks < 1 ? 1 : ticks) * tick_ns;
 }
 
+static int64_t tx_interval_ns(const struct session *s) {
+    uint32_t us = advertised_tx(s);
+    return jittered_ns(s, s->r_required_rx > us ? s->r_required_rx : us);
+}
+
 static int64_t detect_ns(const struct session *s) {
     uint32_t us = s->cfg.min_rx > s->r_desired_tx ? s->cfg.min_rx : s->r_desired_tx;
     return (int64_t)s->rmult * us * 1000LL;
 }
 
-static int64_t echo_interval_ns(const struct session *s) {
-    uint32_t us = s->cfg.min_echo_tx > s->r_required_echo_rx ? s->cfg.min_echo_tx
-                                                              : s->r_required_echo_rx;
-    return (int64_t)us * 1000LL;
+static uint32_t echo_interval_us(const struct session *s) {
+    return s->cfg.min_echo_tx > s->r_required_echo_rx ? s->cfg.min_echo_tx
+                                                      : s->r_required_echo_rx;
 }
 
 static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t now) {
@@ -738,7 +739,8 @@ static void drain_echo(struct session *s, int64_t at) {
         s->echo_in[0]++;
         s->echo_in[1] += (uint64_t)n;
         if (echo_active(s))
-            s->echo_detect_at = arrival(&m, at) + s->cfg.detect_mult * echo_interval_ns(s);
+            s->echo_detect_at = arrival(&m, at)
+                                + s->cfg.detect_mult * (echo_interval_us(s) * 1000LL);
     }
 }
 
@@ -938,7 +940,10 @@ static void tick(int64_t now) {
         }
         if (echo_active(s) && s->next_echo && due >= s->next_echo) {
             send_echo(s);
-            s->next_echo = now + echo_interval_ns(s);
+            /* jittered as control packets are (RFC 5880 6.8.9 allows it): without it two
+             * echoes lost in a row leave a gap of exactly the detection time, and whether the
+             * third comes back before the timer expires is a race */
+            s->next_echo = now + jittered_ns(s, echo_interval_us(s));
         }
     }
 }
