@@ -406,8 +406,12 @@ int main(int argc, char **argv) {
         int64_t now = now_ns();
         if (now >= next) {
             send_round();
-            /* late (a busy CPU): the next round is an interval from now, no catching up */
-            next = next + interval > now ? next + interval : now + interval;
+            /* Rounds keep to their grid: a round sent late does not push the later ones back
+             * (lateness would add up over the rounds a detection waits for), and rounds missed
+             * while the CPU was busy are skipped, not sent in a burst. */
+            next += interval;
+            if (next <= now)
+                next += (now - next) / interval * interval + interval;
         }
         struct timespec wait = {(next - now) / 1000000000LL, (next - now) % 1000000000LL};
         if (ppoll(&p, 1, &wait, NULL) > 0)
