@@ -139,7 +139,8 @@ struct session {
     uint32_t self4;               /* our IPv4 address on the session: echo goes to it */
     unsigned char peer_mac[ETH_ALEN];
     int peer_mac_known;
-    uint64_t ctl_in[2], ctl_out[2], echo_in[2], echo_out[2];  /* packets, bytes */
+    uint64_t ctl_in[2], ctl_out[2], echo_in[2];  /* packets, bytes */
+    uint64_t echo_out;                            /* packets (send_counters) */
 };
 
 static struct session sessions[MAX_SESSIONS];
@@ -554,8 +555,10 @@ static void send_counters(uint16_t id, uint32_t lid_be) {
         c.ctl_out_bytes = htobe64(s->ctl_out[1]);
         c.echo_in_pkts = htobe64(s->echo_in[0]);
         c.echo_in_bytes = htobe64(s->echo_in[1]);
-        c.echo_out_pkts = htobe64(s->echo_out[0]);
-        c.echo_out_bytes = htobe64(s->echo_out[1]);
+        /* bfdd 8.4 shows echo_output_bytes as its echo output packet count
+         * (_bfd_dplane_update_session_counters in bfdd/dplane.c) and shows no byte counts:
+         * both fields carry the packets, so `show bfd peers counters` is right either way */
+        c.echo_out_pkts = c.echo_out_bytes = htobe64(s->echo_out);
     }
     dp_send(BFD_SESSION_COUNTERS, id, &c, sizeof(c));
 }
@@ -710,8 +713,7 @@ static void send_echo(struct session *s) {
                              .sll_ifindex = (int)s->cfg.ifindex, .sll_halen = ETH_ALEN};
     memcpy(to.sll_addr, s->peer_mac, ETH_ALEN);
     if (sendto(s->echo_sock, &p, sizeof(p), 0, (struct sockaddr *)&to, sizeof(to)) > 0) {
-        s->echo_out[0]++;
-        s->echo_out[1] += sizeof(p);
+        s->echo_out++;
     }
 }
 
