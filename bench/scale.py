@@ -12,10 +12,11 @@ linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
 
 With `--bfd offload bfdd` the sizes run once per BFD engine, so each node's fl-bfd is measured
-against bfdd's own packet loop in the same run (harness/nodes/bfd).
+against bfdd's own packet loop in the same run (harness/nodes/bfd). `--host-echo 50ms` adds
+BFD echo on the host links, as `labctl gen fpf --host-echo` does.
 
     sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64] [--bfd offload bfdd]
-                                         [--idle 10] [--timeout 240]
+                                         [--host-echo 50ms] [--idle 10] [--timeout 240]
 """
 
 from __future__ import annotations
@@ -44,16 +45,16 @@ COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node
            "idle CPU (cores)", "inspect (s)")
 
 
-def params(hosts: int, bfd: str) -> FpfParams:
+def params(hosts: int, bfd: str, host_echo: str | None = None) -> FpfParams:
     leaves = max(2, math.ceil(hosts / HOSTS_PER_LEAF))
     return FpfParams(leaves_per_plane=leaves, spines_per_plane=max(1, leaves // 2),
-                     hosts=hosts, name=f"scale{hosts}", bfd=bfd)
+                     hosts=hosts, name=f"scale{hosts}", bfd=bfd, host_echo=host_echo)
 
 
-def measure(hosts: int, bfd: str, idle_s: float, timeout: float
+def measure(hosts: int, bfd: str, host_echo: str | None, idle_s: float, timeout: float
             ) -> tuple[dict[str, float], dict[str, float]]:
     """The row of one size, and its idle CPU per command."""
-    lab = Lab(plan(params(hosts, bfd)))
+    lab = Lab(plan(params(hosts, bfd, host_echo)))
     start = time.monotonic()
     with neighbour_limit_raised(lab.plan):
         try:
@@ -98,13 +99,16 @@ def exponent(sizes: list[float], costs: list[float]) -> float:
             / sum((x - mx) ** 2 for x in xs))
 
 
-def run_sizes(hosts: list[int], bfd: str, idle_s: float, timeout: float) -> None:
-    print(f"BFD in {bfd}:\n{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
+def run_sizes(hosts: list[int], bfd: str, host_echo: str | None, idle_s: float,
+              timeout: float) -> None:
+    echo = f", echo every {host_echo} on host links" if host_echo else ""
+    print(f"BFD in {bfd}{echo}:\n{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS),
+          flush=True)
     rows: list[dict[str, float]] = []
     idle_by_command: dict[str, float] = {}
     for n in sorted(hosts):
         try:
-            row, idle_by_command = measure(n, bfd, idle_s, timeout)
+            row, idle_by_command = measure(n, bfd, host_echo, idle_s, timeout)
         except FabricLabError as exc:
             print(f"{n:>6} did not converge within {timeout:.0f} s: {exc}")
             break
@@ -132,13 +136,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     parser.add_argument("--bfd", choices=BFD_ENGINES, nargs="+", default=[BFD_ENGINES[0]])
+    parser.add_argument("--host-echo", metavar="INTERVAL",
+                        help="BFD echo on host links, as `labctl gen fpf --host-echo`")
     parser.add_argument("--idle", type=float, default=10.0, metavar="S")
     parser.add_argument("--timeout", type=float, default=240.0, metavar="S")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/scale.py needs root")
     for bfd in args.bfd:
-        run_sizes(args.hosts, bfd, args.idle, args.timeout)
+        run_sizes(args.hosts, bfd, args.host_echo, args.idle, args.timeout)
     return 0
 
 
