@@ -20,11 +20,13 @@ import signal
 import sys
 import time
 from pathlib import Path
+from resource import RLIMIT_NOFILE
 
 from mininet.cli import CLI
 from mininet.link import Intf
 from mininet.log import setLogLevel
 from mininet.net import Mininet
+from mininet.util import rlimitTestAndSet
 
 
 class PlannedIntf(Intf):
@@ -39,6 +41,12 @@ def main():
     nodes_file, pids_file = sys.argv[1], sys.argv[2]
     ready_file = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--cli" else None
     setLogLevel("warning")
+    # Mininet.init() would run fixLimits: host-wide sysctls (the ARP table's limits, socket
+    # buffers, fs.file-max, kernel.pty.max) raised for good. A lab changes nothing on the
+    # host that is not its own (deploy checks the neighbour tables' room itself); only this
+    # process's own file limit is raised, for one pty per node.
+    Mininet.inited = True
+    rlimitTestAndSet(RLIMIT_NOFILE, 16384)
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
     hosts = [net.addHost(name, ip=None) for name in json.loads(Path(nodes_file).read_text())]
     partial = pids_file + ".partial"

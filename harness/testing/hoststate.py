@@ -30,10 +30,14 @@ COMMANDS = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
             "rules4": ["ip", "-j", "-4", "rule"], "rules6": ["ip", "-j", "-6", "rule"],
             "nft": ["nft", "list", "ruleset"], "iptables": ["iptables-save"],
             "ip6tables": ["ip6tables-save"], "netns": ["ip", "netns", "list"]}
-# Host-wide sysctls: the ones every node sets in its own namespace, and the neighbour-table
-# limits the benches raise for a run (shared by all namespaces) and must put back.
+# Host-wide sysctls: the ones every node sets in its own namespace, the neighbour-table
+# limits the benches raise for a run (shared by all namespaces) and must put back, and the
+# ones Mininet's fixLimits raises for good (the mininet runtime must keep it from running).
 SYSCTLS = (*ROUTER_SYSCTLS, *(f"net.{afi}.neigh.default.gc_thresh{i}" for afi in ("ipv4", "ipv6")
-                              for i in (1, 2, 3)))
+                              for i in (1, 2, 3)),
+           "fs.file-max", "net.core.wmem_max", "net.core.rmem_max", "net.ipv4.tcp_rmem",
+           "net.ipv4.tcp_wmem", "net.core.netdev_max_backlog", "net.ipv4.route.max_size",
+           "kernel.pty.max")
 FRR_CONFIG_DIR = Path("/etc/frr")
 TMP = Path("/tmp")
 _NOISE = (re.compile(r'"(valid|preferred)_life_time":\d+,?'), re.compile(r"^#.*$", re.M),
