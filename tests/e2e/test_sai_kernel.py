@@ -13,6 +13,7 @@ import pytest
 from pyroute2.netlink import NETLINK_ADD_MEMBERSHIP, SOL_NETLINK
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
+from harness.kernel import feature, has
 from harness.runtime.nsenter import NETNS_RUN_DIR, rtnl_socket
 from harness.runtime.rtnl_batch import split
 from harness.runtime.rtnl_route import RTM_DELROUTE
@@ -136,13 +137,34 @@ def test_connected_drop_neighbor_and_port_state(netns: str) -> None:
     assert status.ok and queues and queues[0]["SAI_QUEUE_STAT_PACKETS"] >= 3
 
 
-def test_srv6_encap_and_my_sid_entries(netns: str) -> None:
-    sw, _, rif = switch(netns)
+def srv6_next_hop(sw: SaiSwitch, rif: int) -> tuple[Status, int, int]:
+    """A SID list and a next hop that encapsulates into it: (status, next hop, SID list)."""
     _, sids = sw.create(T.SRV6_SIDLIST, {"SAI_SRV6_SIDLIST_ATTR_SEGMENT_LIST":
                                          ["fc00:0:2::", "fc00:0:3::"]})
-    status, te = sw.create(T.NEXT_HOP, {
+    status, hop = sw.create(T.NEXT_HOP, {
         "SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST",
         "SAI_NEXT_HOP_ATTR_SRV6_SIDLIST_ID": sids, "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": rif})
+    return status, hop, sids
+
+
+def test_without_the_kernels_srv6_the_objects_are_not_supported(netns: str) -> None:
+    """The fallback where the kernel has no seg6 (some cloud kernels): SAI says so for an
+    SRv6 next hop, as an ASIC without SRv6 would, and the kernel is left as it was."""
+    if has("seg6"):
+        pytest.skip("this kernel has seg6: test_srv6_encap_and_my_sid_entries runs instead")
+    sw, _, rif = switch(netns)
+    status, _, _ = srv6_next_hop(sw, rif)
+    assert status is Status.NOT_SUPPORTED, status
+    assert "seg6" not in sh("ip", "-6", "route", "show", "table", "all")
+    assert "encap" not in sh("ip", "nexthop", "show")
+
+
+def test_srv6_encap_and_my_sid_entries(netns: str) -> None:
+    if not (has("seg6") and has("seg6local")):
+        pytest.skip(f"this kernel has no SRv6 ({feature('seg6').detail}): only the fallback "
+                    "(test_without_the_kernels_srv6_the_objects_are_not_supported) runs here")
+    sw, _, rif = switch(netns)
+    status, te, sids = srv6_next_hop(sw, rif)
     assert status.ok, status
     assert sw.create(T.ROUTE_ENTRY, {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": te},
                      key=RouteKey(sw.default_vr, IpPrefix.parse("fd00:99::/64")))[0].ok
