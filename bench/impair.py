@@ -17,12 +17,12 @@ import json
 import subprocess
 import time
 
+from harness.build import REPO
 from harness.lab import Lab
 from harness.links import impair
 from harness.links.fibre import one_way_delay_us
 from harness.links.impair import engine
 from harness.links.impair.backend import select_backend
-from harness.links.impair.engine import REPO
 from harness.stats import spread
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
