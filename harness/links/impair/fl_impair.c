@@ -12,13 +12,15 @@
  *
  * Timing on a loaded or virtualised box: a sleeping process wakes tens of microseconds late.
  * The arrival timestamp keeps that out of the receive side; on the send side the engine wakes
- * early by its measured wake-up latency (never less than spin_ns) and polls until the due time.
+ * early by its measured wake-up latency (never less than spin_ns) and polls until the due time,
+ * for at most a quarter of the spacing of due times (see struct pacer).
  *
  *   fl-impair run IFACE TAP CTL_SOCKET [key=value...]
  *   fl-impair simulate [key=value...]      stdin: "arrival_ns length" lines
  *                                          stdout: "index due_ns" per frame sent, then stats
  * keys: delay_ns jitter_ns loss_pct duplicate_pct rate_bps limit seed spin_ns rt_priority
- * The control socket (SOCK_SEQPACKET) takes "set key=value..." (all or nothing) and "stats".
+ * The control socket (SOCK_SEQPACKET) takes "set key=value..." (all or nothing) and "stats"
+ * (frame counters, and polled_us: the time spent polling ahead of due times).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,7 +80,7 @@ struct wheel {
     int next_valid;
 };
 
-struct counters { uint64_t rx, tx, lost, duplicated, overlimit, tx_errors; };
+struct counters { uint64_t rx, tx, lost, duplicated, overlimit, tx_errors, polled_ns; };
 
 struct engine {
     struct params p;
@@ -314,8 +316,9 @@ static void print_emit(struct packet *p, void *ctx)
 static void print_stats(FILE *f, const struct engine *e)
 {
     fprintf(f, "rx=%" PRIu64 " tx=%" PRIu64 " lost=%" PRIu64 " duplicated=%" PRIu64
-            " overlimit=%" PRIu64 " tx_errors=%" PRIu64 " queued=%" PRIu64 "\n", e->c.rx, e->c.tx,
-            e->c.lost, e->c.duplicated, e->c.overlimit, e->c.tx_errors, e->wheel.queued);
+            " overlimit=%" PRIu64 " tx_errors=%" PRIu64 " queued=%" PRIu64 " polled_us=%" PRIu64
+            "\n", e->c.rx, e->c.tx, e->c.lost, e->c.duplicated, e->c.overlimit, e->c.tx_errors,
+            e->wheel.queued, e->c.polled_ns / 1000);
 }
 
 static void count_emit(struct packet *p, void *ctx)
@@ -359,11 +362,48 @@ static void die(const char *what)
     exit(1);
 }
 
-struct wire { int fd; struct sockaddr_ll addr; struct engine *e; };
+/* How early to wake before a due time. A timed sleep ends late by the machine's wake-up
+ * latency, so the engine sleeps until that much before a frame is due and polls from there.
+ * The latency it learns is the 90th percentile of its sleeps' lateness (a stochastic quantile:
+ * up nine steps when a sleep ends later than the estimate, down one otherwise), so a rare long
+ * stall (a VM's vCPU descheduled for milliseconds, which no polling hides) barely moves it.
+ * Polling is capped at a quarter of the spacing of due times: a real-time poller then takes at
+ * most a quarter of a core from FRR and the traffic it delays, and it keeps sleeping, which
+ * is how it keeps learning. (Learning a stall's full lateness and polling ahead by more than the
+ * spacing used to leave it polling for good, starving the receivers on its core.) */
+struct pacer { int64_t late_p90, spacing, last_due, floor; };
+
+static void learn_lateness(struct pacer *p, int64_t observed)
+{
+    int64_t step = p->late_p90 / 32 > 1000 ? p->late_p90 / 32 : 1000;
+    p->late_p90 += observed > p->late_p90 ? 9 * step : -step;
+    if (p->late_p90 < 0)
+        p->late_p90 = 0;
+}
+
+static void learn_spacing(struct pacer *p, int64_t due)
+{
+    if (p->last_due)
+        p->spacing += (due - p->last_due - p->spacing) / 16;
+    p->last_due = due;
+}
+
+static int64_t lead_of(const struct pacer *p)
+{
+    int64_t lead = p->late_p90 + p->late_p90 / 4, cap = p->spacing / 4;
+    if (lead < p->floor)
+        lead = p->floor;
+    if (cap > SPIN_MAX_NS)
+        cap = SPIN_MAX_NS;
+    return lead < cap ? lead : cap;
+}
+
+struct wire { int fd; struct sockaddr_ll addr; struct engine *e; struct pacer *pacer; };
 
 static void send_frame(struct packet *p, void *ctx)
 {
     struct wire *w = ctx;
+    learn_spacing(w->pacer, p->due);
     if (p->len >= 14)
         memcpy(&w->addr.sll_protocol, p->data + 12, 2);   /* the frame's own EtherType */
     if (sendto(w->fd, p->data, p->len, 0, (struct sockaddr *)&w->addr, sizeof(w->addr)) < 0)
@@ -537,19 +577,6 @@ static void receive_batch(struct capture *cap, struct engine *e)
                 cap->msgs[i].msg_len, e->c.rx);
 }
 
-/* How late a timed sleep really ends: rises fast (half the gap per late wake, so a single
- * hiccup does not set it), decays slowly, so one quiet spell does not undo what a loaded
- * spell taught. The lead is what the engine spins before a due time. */
-static int64_t spin_lead(int64_t *latency, int64_t observed, int64_t floor)
-{
-    if (observed > *latency)
-        *latency += (observed - *latency) / 2;
-    else
-        *latency -= *latency / 64;
-    int64_t lead = *latency + *latency / 4;
-    return lead < floor ? floor : lead > SPIN_MAX_NS ? SPIN_MAX_NS : lead;
-}
-
 static int run(struct engine *e, const char *iface, const char *tap, const char *ctl)
 {
     static struct capture cap;
@@ -563,18 +590,19 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, on_stop);
     signal(SIGINT, on_stop);
-    struct wire wire = {.e = e};
+    struct pacer pacer = {.spacing = 2 * SPIN_MAX_NS, .floor = e->p.spin_ns};
+    struct wire wire = {.e = e, .pacer = &pacer};
     int tapfd = open_tap(tap, iface);
     cap.fd = open_capture(tap);
     wire.fd = open_wire(iface, &wire.addr);
     int ctlfd = open_control(ctl);
     printf("ready\n");
     fflush(stdout);
-    int64_t stop_by = 0, latency = 0, lead = e->p.spin_ns, wake_at = 0;
+    int64_t stop_by = 0, wake_at = 0, polling_since = 0;
     for (;;) {
         int64_t now = now_ns();
         if (wake_at) {   /* a timed sleep ended: learn how late */
-            lead = spin_lead(&latency, now - wake_at, e->p.spin_ns);
+            learn_lateness(&pacer, now - wake_at);
             wake_at = 0;
         }
         wheel_advance(&e->wheel, now, send_frame, &wire);
@@ -594,11 +622,19 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
         if (wait != INT64_MAX - now) {
             /* Sleep until `lead` before the due time, then poll without sleeping: the
              * wake-up latency would otherwise be added to every delay. */
+            int64_t lead = lead_of(&pacer);
             wait = wait > lead ? wait - lead : 0;
             ts = (struct timespec){.tv_sec = wait / 1000000000LL, .tv_nsec = wait % 1000000000LL};
             timeout = &ts;
         }
         int64_t asleep = now_ns();
+        if (timeout && !wait) {
+            if (!polling_since)
+                polling_since = asleep;
+        } else if (polling_since) {
+            e->c.polled_ns += asleep - polling_since;
+            polling_since = 0;
+        }
         int ready = ppoll(fds, cap.fd >= 0 ? 2 : 1, timeout, NULL);
         if (ready < 0 && errno != EINTR)
             die("ppoll");
