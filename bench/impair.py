@@ -84,14 +84,19 @@ def loss_rows(lab: Lab) -> None:
 
 
 def iperf(lab: Lab, address: str, size: int) -> tuple[float, float]:
-    """UDP at full offered load from r1 to r2 for IPERF_SECONDS: (sent, received) packets/s."""
+    """UDP at full offered load from r1 to r2 for IPERF_SECONDS: (sent, received) packets/s.
+    The sockets keep the host's default buffers: `-w` beyond net.core.wmem_max, a host-wide
+    limit no namespace can raise, makes iperf3 refuse to run."""
     server = lab.node("r2").popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
     time.sleep(0.3)
     out = lab.node("r1").cmd("iperf3", "-c", address, "-u", "-b", "0", "-l", str(size),
-                             "-t", str(IPERF_SECONDS), "-w", "4M", "-J",
+                             "-t", str(IPERF_SECONDS), "-J",
                              timeout=IPERF_SECONDS + 30)
     server.wait(timeout=10)
-    total = json.loads(out.stdout)["end"]["sum"]
+    report = json.loads(out.stdout)
+    if "error" in report:
+        raise SystemExit(f"iperf3 r1 -> r2 failed: {report['error']}")
+    total = report["end"]["sum"]
     return (total["packets"] / total["seconds"],
             (total["packets"] - total["lost_packets"]) / total["seconds"])
 
