@@ -381,11 +381,14 @@ static void learn_lateness(struct pacer *p, int64_t observed)
         p->late_p90 = 0;
 }
 
+/* A frame due before the last one sent (jitter, or two in one wheel slot) counts as spaced 0:
+ * the spacing, and so the lead, never goes negative. */
 static void learn_spacing(struct pacer *p, int64_t due)
 {
     if (p->last_due)
-        p->spacing += (due - p->last_due - p->spacing) / 16;
-    p->last_due = due;
+        p->spacing += ((due > p->last_due ? due - p->last_due : 0) - p->spacing) / 16;
+    if (due > p->last_due)
+        p->last_due = due;
 }
 
 static int64_t lead_of(const struct pacer *p)
