@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
+from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
 from harness.agent.client import SOCKET_NAME
 from harness.agent.control import answer
@@ -40,7 +40,6 @@ T = ObjectType
 REPLAY_SETTLE_S = 3.0  # zebra pauses 1 s when its FPM buffer fills; a replay has gaps < 3 s
 RETRY_S = 1.0
 TRACE_IDLE_S = 0.05  # quiet this long, the agent writes its trace
-IFF_UP = 1
 RTM_GETLINK = 18
 GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
 

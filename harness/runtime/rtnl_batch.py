@@ -26,14 +26,14 @@ from pyroute2.netlink import (
     NLMSG_ERROR,
 )
 from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK
+from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP
 
 NLMSGHDR = struct.Struct("=LHHLL")
 _FLAGS, _FLAGS_OFFSET = struct.Struct("=H"), 6  # nlmsg_flags inside the header
 _IFADDRMSG = struct.Struct("=BBBBI")
 _IFINFOMSG = struct.Struct("=BxHiII")
-_RTATTR = struct.Struct("=HH")
+RTATTR = struct.Struct("=HH")  # struct rtattr: length, type
 IFA_ADDRESS, IFA_LOCAL = 1, 2
-IFF_UP = 1
 IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 4, 18, 28
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 _U32 = struct.Struct("=I")
@@ -44,7 +44,7 @@ _CREATE = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL
 
 def _nla(kind: int, payload: bytes) -> bytes:
     """One netlink attribute, padded to 4 bytes (a nested one's payload is attributes)."""
-    return _RTATTR.pack(_RTATTR.size + len(payload), kind) + payload + bytes(-len(payload) % 4)
+    return RTATTR.pack(RTATTR.size + len(payload), kind) + payload + bytes(-len(payload) % 4)
 
 
 def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:

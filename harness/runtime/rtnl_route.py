@@ -14,12 +14,11 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from harness.runtime.nsenter import rtnl_socket
-from harness.runtime.rtnl_batch import dump
+from harness.runtime.rtnl_batch import RTATTR, dump
 
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 9, 15, 30
 RTMSG = struct.Struct("=BBBBBBBBI")  # family, dst_len, src_len, tos, table, proto, scope, type
-_ATTR = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
 _RTNH = struct.Struct("=HBBi")  # struct rtnexthop: len, flags, hops (weight - 1), ifindex
 HOST_LEN = {socket.AF_INET: 32, socket.AF_INET6: 128}
@@ -36,7 +35,7 @@ def attributes(data: bytes, offset: int) -> dict[int, bytes]:
     """Type -> payload of the netlink attributes from `offset` on."""
     values = {}
     while offset + 4 <= len(data):
-        length, kind = _ATTR.unpack_from(data, offset)
+        length, kind = RTATTR.unpack_from(data, offset)
         if length < 4:
             break
         values[kind & 0x3FFF] = data[offset + 4:offset + length]

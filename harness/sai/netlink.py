@@ -18,7 +18,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR, nlmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
 from harness.runtime.nsenter import call_in_netns
-from harness.runtime.rtnl_batch import ACK_BUFFER, NLMSGHDR, dump, send_acked, split
+from harness.runtime.rtnl_batch import ACK_BUFFER, NLMSGHDR, RTATTR, dump, send_acked, split
 from harness.runtime.rtnl_route import (
     RTA_DST,
     RTA_GATEWAY,
@@ -95,14 +95,13 @@ def pack_seg6_encap(segments: tuple[IPv6Address, ...]) -> bytes:
     srh = struct.pack("=BBBBBBH", 0, 2 * n, 4, n - 1, n - 1, 0, 0)
     srh += b"".join(s.packed for s in reversed(segments))
     payload = struct.pack("=i", SEG6_IPTUN_MODE_ENCAP) + srh
-    return struct.pack("=HH", 4 + len(payload), 1) + payload
+    return RTATTR.pack(4 + len(payload), 1) + payload
 
 
 _RTMSG = struct.Struct("=IHHIIBBBBBBBBI")  # nlmsghdr + struct rtmsg
 _U32_ATTR = struct.Struct("=HHI")
-_ATTR = struct.Struct("=HH")
 _FAMILY_OF_SIZE = {4: socket.AF_INET, 16: socket.AF_INET6}
-_DST_HEADER = {size: _ATTR.pack(4 + size, RTA_DST) for size in _FAMILY_OF_SIZE}
+_DST_HEADER = {size: RTATTR.pack(4 + size, RTA_DST) for size in _FAMILY_OF_SIZE}
 RTN_UNICAST, RTN_BLACKHOLE = 1, 6
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
 
@@ -123,7 +122,7 @@ def route_encoder(msg_type: int, flags: int, table: int, proto: int, *, nh_id: i
         elif nh_id:
             tail += _U32_ATTR.pack(8, RTA_NH_ID, nh_id)
         elif gateway:
-            tail += _ATTR.pack(4 + len(gateway), RTA_GATEWAY) + gateway
+            tail += RTATTR.pack(4 + len(gateway), RTA_GATEWAY) + gateway
             tail += _U32_ATTR.pack(8, RTA_OIF, oif)
         else:
             tail += _U32_ATTR.pack(8, RTA_OIF, oif)
