@@ -45,9 +45,13 @@ def packages(image: str) -> list[str]:
 
 
 def rootfs(image: str, rebuild: bool) -> Path:
-    """The cached rootfs tarball for this package list, built when missing."""
+    """The cached rootfs tarball for this package list, built when missing. Tarballs of the
+    image's earlier package lists (~200 MB each) and a crashed build's partial one go."""
     key = hashlib.sha256(" ".join([SUITE, *packages(image)]).encode()).hexdigest()[:12]
     tarball = CACHE / f"{image}-{SUITE}-{key}.tar"
+    for old in CACHE.glob(f"{image}-{SUITE}-*.tar"):
+        if old != tarball:
+            old.unlink()
     if tarball.exists() and not rebuild:
         print(f"{image}: rootfs cached ({tarball})")
         return tarball
@@ -111,13 +115,14 @@ def build(image: str, rebuild_rootfs: bool) -> None:
     size = int(docker("image", "inspect", "--format", "{{.Size}}", tag))
     print(f"{image}: {tag} built in {time.monotonic() - started:.1f} s, "
           f"{size / 1e6:.0f} MB")
-    prune(image, keep=tag)
+    prune(f"{REPOSITORY}/{image}", keep=tag)
+    prune(f"{REPOSITORY}/{image}-rootfs", keep=base)  # after the tags built on them
 
 
-def prune(image: str, keep: str) -> None:
+def prune(repository: str, keep: str) -> None:
     """Drop the tags earlier builds left; docker refuses (and we let it) those a container
     still runs."""
-    tags = docker("images", "--filter", f"reference={REPOSITORY}/{image}:*", "--format",
+    tags = docker("images", "--filter", f"reference={repository}:*", "--format",
                   "{{.Repository}}:{{.Tag}}").splitlines()
     for old in (t for t in tags if t != keep):
         subprocess.run(["docker", "rmi", old], capture_output=True)
