@@ -12,8 +12,8 @@
  *
  * Timing on a loaded or virtualised box: a sleeping process wakes tens of microseconds late.
  * The arrival timestamp keeps that out of the receive side; on the send side the engine wakes
- * early by its measured wake-up latency (never less than spin_ns) and polls until the due time,
- * for at most a quarter of the spacing of due times (see struct pacer).
+ * early by its measured wake-up latency (at least spin_ns) and polls until the due time, but
+ * never for more than a quarter of the spacing of due times (see struct pacer).
  *
  *   fl-impair run IFACE TAP CTL_SOCKET [key=value...]
  *   fl-impair simulate [key=value...]      stdin: "arrival_ns length" lines
