@@ -7,6 +7,7 @@ spine in each plane while host3 -> host4 stays below leaf2.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -102,25 +103,45 @@ def test_a_leaf_crash_is_steered_around_by_the_probes(lab, faults, traffic):
     assert_probes_steered(lab, faults, result, load)
 
 
+def sessions_dropped(lab, hosts: tuple[str, ...]) -> int:
+    """BGP sessions these hosts have seen drop, over all their peers: BFD takes BGP down with
+    it, so this counts every BFD session of theirs that went down."""
+    return sum(n["connectionsDropped"] for host in hosts
+               for n in lab.frr(host).show_json("bgpd", "show bgp neighbors").values())
+
+
 def test_a_gray_plane_is_drained_within_a_second_and_restored_when_clean(lab, faults, traffic):
     """Plane 6 loses 5% of its packets: BFD (three misses in a row) does not notice, the
     probes' loss counts do. Drained within 1 s (the goal; host1's three peers together see
     ~30 of its plane-6 probes lost a second and 10 drain it, so missing 1 s is far beyond
-    any plausible odds), back once a whole window of probes went through cleanly."""
+    any plausible odds), back once a whole window of probes went through cleanly.
+
+    At 5% loss BFD echo (every 50 ms) does lose three in a row now and then: 0.5-2 of the
+    plane's host sessions drop a minute, a few in a hundred trials. Where host1's or host3's
+    does, the trial tests BFD rather than the probes, so it is undone and run again with the
+    same checks. Another host's drop is named with the rest: its route is gone."""
     schedule = probe_timing(lab.plan)
     gray = "plane 6 loses 5%"
-    result = traffic.flow("host1", "host3", count=6_000, rate_pps=RATE,
-                          actions=[(0.5, gray, lambda: faults.plane_loss(6, 5))])
-    _, switched_ms = switch_after_fault(lab, faults, "host1", "host3")
+    ends = ("host1", "host3")
+    for trial in (1, 2, 3):
+        dropped = sessions_dropped(lab, ends)
+        result = traffic.flow("host1", "host3", count=6_000, rate_pps=RATE,
+                              actions=[(0.5, gray, lambda: faults.plane_loss(6, 5))])
+        _, switched_ms = switch_after_fault(lab, faults, "host1", "host3")
+        planes = spray_status(lab, lab.plan.node("host1"))["planes"]
+        drained = traffic.flow("host1", "host3", count=2_000, rate_pps=RATE)
+        if sessions_dropped(lab, ends) == dropped:
+            break
+        print(f"trial {trial}: BFD dropped {sessions_dropped(lab, ends) - dropped} session(s) "
+              "of host1 or host3")
+        faults.undo(faults.history[-1])
+        wait_spray(lab, timeout=60)
+    else:
+        pytest.fail("BFD dropped a session of host1 or host3 under 5% loss in 3 trials running")
     assert switched_ms <= 1000, f"{result}; drained {switched_ms:.0f} ms after the fault"
     assert result.last_loss_s is None or result.last_loss_s - result.marks[gray] <= 1.0, result
-    # 5% loss at the leaves' host ports: now and then BFD loses three in a row too and takes
-    # the plane away towards one host for a moment; the probes' verdict is named all the same
-    planes = spray_status(lab, lab.plan.node("host1"))["planes"]
-    assert planes in ("7/8 active: 0-5,7; plane 6 out: data-plane loss",
-                      "7/8 active: 0-5,7; plane 6 out: route gone (1 host), "
-                      "data-plane loss (2 hosts)"), planes
-    drained = traffic.flow("host1", "host3", count=2_000, rate_pps=RATE)
+    assert re.fullmatch(r"7/8 active: 0-5,7; plane 6 out: (data-plane loss|route gone \(\d "
+                        r"hosts?\), data-plane loss \(\d hosts?\))", planes), planes
     assert drained.lost == 0 and set(drained.per_plane) == PLANES - {6}, drained
     with WakeupLateness() as load:
         faults.undo(faults.history[-1])
