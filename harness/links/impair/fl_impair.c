@@ -371,7 +371,7 @@ static void die(const char *what)
  * most a quarter of a core from FRR and the traffic it delays, and it keeps sleeping, which
  * is how it keeps learning. (Learning a stall's full lateness and polling ahead by more than the
  * spacing used to leave it polling for good, starving the receivers on its core.) */
-struct pacer { int64_t late_p90, spacing, last_due, floor; };
+struct pacer { int64_t late_p90, spacing, last_due; };
 
 static void learn_lateness(struct pacer *p, int64_t observed)
 {
@@ -391,11 +391,12 @@ static void learn_spacing(struct pacer *p, int64_t due)
         p->last_due = due;
 }
 
-static int64_t lead_of(const struct pacer *p)
+/* `floor`: spin_ns, which a live `set` may change. */
+static int64_t lead_of(const struct pacer *p, int64_t floor)
 {
     int64_t lead = p->late_p90 + p->late_p90 / 4, cap = p->spacing / 4;
-    if (lead < p->floor)
-        lead = p->floor;
+    if (lead < floor)
+        lead = floor;
     if (cap > SPIN_MAX_NS)
         cap = SPIN_MAX_NS;
     return lead < cap ? lead : cap;
@@ -593,7 +594,7 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, on_stop);
     signal(SIGINT, on_stop);
-    struct pacer pacer = {.spacing = 2 * SPIN_MAX_NS, .floor = e->p.spin_ns};
+    struct pacer pacer = {.spacing = 2 * SPIN_MAX_NS};
     struct wire wire = {.e = e, .pacer = &pacer};
     int tapfd = open_tap(tap, iface);
     cap.fd = open_capture(tap);
@@ -625,7 +626,7 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
         if (wait != INT64_MAX - now) {
             /* Sleep until `lead` before the due time, then poll without sleeping: the
              * wake-up latency would otherwise be added to every delay. */
-            int64_t lead = lead_of(&pacer);
+            int64_t lead = lead_of(&pacer, e->p.spin_ns);
             wait = wait > lead ? wait - lead : 0;
             ts = (struct timespec){.tv_sec = wait / 1000000000LL, .tv_nsec = wait % 1000000000LL};
             timeout = &ts;
