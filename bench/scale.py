@@ -75,8 +75,8 @@ def measure(hosts: int, bfd: str, host_echo: str | None, idle_s: float, timeout:
 def sessions_dropped(lab: Lab) -> int:
     """BGP session ends that went down at least once since the deploy began: each should have
     come up once and stayed up (a drop is a flap the deploy or the idle lab caused)."""
-    return sum(info["connectionsDropped"] > 0 for node in lab.node_names
-               for info in lab.frr(node).show_json("bgpd", "show bgp neighbors").values())
+    return sum(dropped > 0 for node in lab.node_names
+               for _, dropped in lab.frr(node).bgp_connections().values())
 
 
 def time_inspect(lab: str) -> float:

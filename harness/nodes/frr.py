@@ -229,6 +229,13 @@ class Frr:
                 states[peer] = info.get("state", "unknown")
         return states
 
+    def bgp_connections(self) -> dict[str, tuple[int, int]]:
+        """Peer address -> how many times its session was established and dropped (BFD going
+        down drops it too), over every address family."""
+        neighbors = self.show_json("bgpd", "show bgp neighbors")
+        return {peer: (n["connectionsEstablished"], n["connectionsDropped"])
+                for peer, n in neighbors.items()}
+
 def attach_bfd(lab: LabContext, node: NodePlan) -> None:
     """Put a booted node's BGP sessions under BFD, as its frr.conf has them."""
     commands = bfd_attachment(lab.plan, node)

@@ -107,8 +107,8 @@ def test_a_leaf_crash_is_steered_around_by_the_probes(lab, faults, traffic):
 def sessions_dropped(lab, hosts: tuple[str, ...]) -> int:
     """BGP sessions these hosts have seen drop, over all their peers: BFD takes BGP down with
     it, so this counts every BFD session of theirs that went down."""
-    return sum(n["connectionsDropped"] for host in hosts
-               for n in lab.frr(host).show_json("bgpd", "show bgp neighbors").values())
+    return sum(dropped for host in hosts
+               for _, dropped in lab.frr(host).bgp_connections().values())
 
 
 def test_a_gray_plane_is_drained_within_a_second_and_restored_when_clean(lab, faults, traffic):

@@ -144,14 +144,8 @@ def test_clear_restores_the_base_delay(lab: Lab, warm: None) -> None:
     assert abs(forward - reverse) <= delay_bound_us(0, lateness), (forward, reverse, lateness)
 
 
-def _connections(lab: Lab) -> dict[str, tuple[int, int]]:
-    neighbors = lab.frr("r1").show_json("bgpd", "show bgp neighbors")
-    return {peer: (n["connectionsEstablished"], n["connectionsDropped"])
-            for peer, n in neighbors.items()}
-
-
 def test_live_delay_change_keeps_bgp(lab: Lab, warm: None) -> None:
-    before = _connections(lab)
+    before = lab.frr("r1").bgp_connections()
     states = lab.frr("r1").bgp_peer_states()
     assert len(before) == 2 and set(states.values()) == {"Established"}, (before, states)
     impair.apply(lab, R1, Impairment(delay_us=1000))
@@ -165,7 +159,7 @@ def test_live_delay_change_keeps_bgp(lab: Lab, warm: None) -> None:
         forward, reverse, lateness = paired_us(lab)
         assert abs(forward - reverse - 1000) <= delay_bound_us(1000, lateness), \
             (forward, reverse, lateness)
-        assert _connections(lab) == before
+        assert lab.frr("r1").bgp_connections() == before
         assert set(lab.frr("r1").bgp_peer_states().values()) == {"Established"}
     finally:
         impair.clear(lab, R1)
