@@ -38,20 +38,23 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
+# The C programs. Each build writes a temporary file of its own: on a fresh checkout, labs or
+# tests starting at once all run these rules (harness/build.py), and a shared one raced.
+
 # The userspace impairment engine; harness/links/impair/engine.py runs this rule on demand too.
 build/fl-impair: harness/links/impair/fl_impair.c
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
+	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
 # The BFD offload bfdd hands its sessions to (harness/nodes/bfd/offload.py).
 build/fl-bfd: harness/nodes/bfd/fl_bfd.c
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.tmp $< -lm && mv $@.tmp $@
+	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< -lm && mv $@.$$$$.tmp $@
 
 # The multi-plane host NIC's data-plane path check (harness/spray/probe.py).
 build/fl-probe: harness/spray/fl_probe.c
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.tmp $< && mv $@.tmp $@
+	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
 lab: setup
 	$(LABCTL) destroy -t $(DEFAULT_LAB)
