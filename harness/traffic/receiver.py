@@ -5,6 +5,12 @@ Prints `ready` once bound; on SIGTERM writes OUTFILE (JSON) and exits.
 
 The ingress NIC comes from IP_PKTINFO, so per-plane counts are those of this flow's packets,
 not of every packet (BFD, BGP) that crossed the interface.
+
+The arrival time is the kernel's (SO_TIMESTAMPNS: when the packet entered this namespace's
+stack), not when this process woke to read it: on a loaded or virtualised box the wake-up
+costs tens to hundreds of microseconds, varies from moment to moment, and is no part of the
+network's delay. The kernel stamps CLOCK_REALTIME; the sender stamps CLOCK_MONOTONIC, so each
+stamp is moved onto the monotonic clock by the offset between the two read just after it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ IPV6_RECVPKTINFO, IPV6_PKTINFO = 49, 50
 IN_PKTINFO = struct.Struct("i4s4s")
 IN6_PKTINFO = struct.Struct("16si")
 SO_RCVBUFFORCE = 33  # not exported by the socket module; root may exceed rmem_max
+SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35  # nor these
+TIMESPEC = struct.Struct("qq")
 RCVBUF = 8 << 20  # a burst after a stall must not overflow the socket
 
 
@@ -31,6 +39,7 @@ def main(argv: list[str]) -> int:
     v6 = ":" in addr
     sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     if v6:
         sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
     else:
@@ -46,18 +55,21 @@ def main(argv: list[str]) -> int:
             data, ancillary, _, _ = sock.recvmsg(2048, 256)
         except (TimeoutError, InterruptedError):
             continue
-        now = time.monotonic_ns()
+        offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
         if len(data) < HEADER.size:
             continue
         seq, sent = HEADER.unpack_from(data)
-        seqs.append(seq)
-        sent_ns.append(sent)
-        recv_ns.append(now)
-        index = 0
-        for _level, kind, payload in ancillary:
-            if kind == (IPV6_PKTINFO if v6 else IP_PKTINFO):
+        index = arrived = 0
+        for level, kind, payload in ancillary:
+            if (level, kind) == (socket.SOL_SOCKET, SCM_TIMESTAMPNS):
+                sec, nsec = TIMESPEC.unpack(payload)
+                arrived = sec * 1_000_000_000 + nsec - offset
+            elif kind == (IPV6_PKTINFO if v6 else IP_PKTINFO):
                 index = (IN6_PKTINFO.unpack(payload)[1] if v6 else
                          IN_PKTINFO.unpack(payload)[0])
+        seqs.append(seq)
+        sent_ns.append(sent)
+        recv_ns.append(arrived)
         ifindex.append(index)
     names = dict(socket.if_nameindex())
     with open(out, "w") as f:
