@@ -114,13 +114,18 @@ def show(args: argparse.Namespace) -> int:
         out.print("no impaired endpoints")
         return 0
     table = Table(title="link impairments (egress of each endpoint)")
-    for column in ("lab", "endpoint", "impairment", "path", "health", "frames in/out/lost"):
+    for column in ("lab", "endpoint", "impairment", "path", "health", "frames in/out/lost",
+                   "sent late p50/p99/max"):
         table.add_column(column)
     for r in rows:
         c = r.counters
         frames = f"{c['rx']}/{c['tx']}/{c['lost']}" if c else ""
+        # The userspace engine's own account since the last change; netem's timers are the
+        # kernel's, which tell nobody.
+        late = (f"{c['late_p50_us']}/{c['late_p99_us']}/{c['late_max_us']} us"
+                if "late_p50_us" in c else "")
         table.add_row(r.lab, str(r.endpoint), describe(r.impairment), r.backend,
-                      r.health if r.health == "active" else f"[red]{r.health}[/]", frames)
+                      r.health if r.health == "active" else f"[red]{r.health}[/]", frames, late)
     out.print(table)
     return 0
 
