@@ -52,7 +52,7 @@ class Convergence:
     def report(self) -> str:
         lines = []
         for s in self.sessions_down:
-            lines.append(f"  session {s.node} -> {s.peer} ({s.afi} {s.peer_ip}) not Established")
+            lines.append(f"  session {s.node} -> {s.peer} ({s.peer_ip}) not Established")
         for node, prefixes in sorted(self.routes_missing.items()):
             lines.append(f"  {node} FIB lacks {len(prefixes)} loopback(s): {', '.join(prefixes)}")
         lines += [f"  {n.node}: {n.protocol} neighbour {n.peer} not up (declared in its config)"

@@ -130,17 +130,16 @@ def host_route(body: bytes, plane_of_index: dict[int, int]) -> tuple[str, Hops] 
     return socket.inet_ntop(family, values[RTA_DST]), hops
 
 
-def spray_sets(routes: dict[str, Hops], bfd_down: set[tuple[int, int]],
+def spray_sets(routes: dict[str, Hops], bfd_down: set[int],
                drained: dict[str, dict[int, str]]) -> dict[str, Hops]:
     """Per destination, the planes to spray over: those zebra has a next hop on, minus those
-    whose BFD session (of the destination's address family) is down and those the probes
-    drained towards it. A destination with no plane left is dropped: the host has no path
-    to it, and must not pretend."""
+    whose BFD session is down (the link's one session carries both families) and those the
+    probes drained towards it. A destination with no plane left is dropped: the host has no
+    path to it, and must not pretend."""
     wanted = {}
     for dst, hops in routes.items():
-        family = 10 if ":" in dst else 2
         out = drained.get(dst, {})
-        alive = {p: gw for p, gw in hops.items() if (family, p) not in bfd_down and p not in out}
+        alive = {p: gw for p, gw in hops.items() if p not in bfd_down and p not in out}
         if alive:
             wanted[dst] = alive
     return wanted
@@ -153,7 +152,7 @@ class Sprayer:
         self.state_file = state_file
         self.bfd_feed = bfd_feed  # {"engine": path} (the BFD offload's feed) or {"bfdd": path}
         self.bfd: BfdWatch | EngineWatch | None = None
-        self.bfd_down: set[tuple[int, int]] = set()  # (family, plane) whose BFD is not up
+        self.bfd_down: set[int] = set()  # planes whose BFD session is not up
         self.probe_config = probe  # {"argv": engine argv, "peers": {peer: its addresses}}
         self.probe: ProbeEngine | None = None
         self.drained: dict[str, dict[int, str]] = {}  # address -> {plane: why the probes say}
@@ -217,11 +216,10 @@ class Sprayer:
             plane = self.nic_planes.get(state.nic)
             if plane is None:
                 continue
-            key = (10 if state.ipv6 else 2, plane)
             if state.up:
-                self.bfd_down.discard(key)
+                self.bfd_down.discard(plane)
             else:
-                self.bfd_down.add(key)
+                self.bfd_down.add(plane)
 
     def _start_probe(self) -> None:
         assert self.probe_config is not None
@@ -316,7 +314,7 @@ class Sprayer:
 
     def write_state(self) -> None:
         state = {"pid": os.getpid(), "updated": time.time(), "changes": self.changes,
-                 "bfd_down": sorted({plane for _, plane in self.bfd_down}),
+                 "bfd_down": sorted(self.bfd_down),
                  "drained": {dst: planes for dst, planes in sorted(self.probe_drained().items())
                              if planes},
                  "last_reaction_ms": self.last_reaction_ms, "nics": self.nic_planes,

@@ -95,7 +95,7 @@ class SprayView:
     spray: dict[str, list[int]]
     last_reaction_ms: float | None
     switched_ns: dict[str, tuple[int, int]]  # dst -> (event, nft switch), CLOCK_MONOTONIC
-    bfd_down: frozenset[int]  # planes whose BFD session (either family) bfdd reports down
+    bfd_down: frozenset[int]  # planes whose BFD session bfdd reports down
     drained: dict[str, dict[int, str]]  # address -> {plane: "silent" | "loss"}, by the probes
     routes: dict[str, list[int]]  # address -> planes zebra has a next hop on
 

@@ -126,16 +126,14 @@ def augment(loaded: LoadedTopology, name: str | None = None,
             interfaces[nb].append(Interface(name=ib, ipv4=None, ipv6=None, mtu=mtu, peer=a))
             continue
         net4, net6 = next(p2p4), next(p2p6)
-        ends = ((a, b, net4[0], net4[1], net6[0], net6[1]),
-                (b, a, net4[1], net4[0], net6[1], net6[0]))
-        for local, peer, v4, peer4, v6, peer6 in ends:
+        ends = ((a, b, net4[0], net4[1], net6[0]), (b, a, net4[1], net4[0], net6[1]))
+        for local, peer, v4, peer4, v6 in ends:
             interfaces[local.node].append(Interface(
                 name=local.iface, ipv4=f"{v4}/31", ipv6=f"{v6}/127", mtu=mtu, peer=peer))
-            for afi, mine, theirs in (("ipv4", v4, peer4), ("ipv6", v6, peer6)):
-                sessions.append(Session(
-                    node=local.node, peer=peer.node, afi=afi, local_ip=str(mine),
-                    peer_ip=str(theirs), local_asn=asns[local.node], peer_asn=asns[peer.node],
-                    iface=local.iface, passive=waits_for_peer(local.node, peer.node, nodes)))
+            sessions.append(Session(
+                node=local.node, peer=peer.node, local_ip=str(v4), peer_ip=str(peer4),
+                local_asn=asns[local.node], peer_asn=asns[peer.node], iface=local.iface,
+                passive=waits_for_peer(local.node, peer.node, nodes)))
     base = Path(src.file).parent
     node_plans = []
     for node_name, n in nodes.items():

@@ -66,11 +66,13 @@ class LinkPlan(_Plain):
 
 
 class Session(_Plain):
-    """One eBGP session as seen from `node`; each link yields one per address family."""
+    """One eBGP session as seen from `node`; each link yields one, between the link's IPv4
+    addresses, and it carries IPv4 and IPv6 unicast (IPv6 routes come with the peer's
+    link-local address as next hop, as FRR gives it). One session and one BFD session per
+    link, not one per family: BFD's packets are what a big lab's idle CPU goes on."""
 
     node: str
     peer: str
-    afi: str  # "ipv4" | "ipv6"
     local_ip: str
     peer_ip: str
     local_asn: int

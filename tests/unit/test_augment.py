@@ -46,8 +46,8 @@ def test_rfc7938_asns(clos: LabPlan) -> None:
     assert all(4_200_000_000 <= a < 4_294_967_295 for a in asn.values())
 
 
-def test_two_sessions_per_link_per_side(clos: LabPlan) -> None:
-    assert len(clos.sessions) == 4 * len(clos.links)
+def test_one_session_per_link_per_side(clos: LabPlan) -> None:
+    assert len(clos.sessions) == 2 * len(clos.links)
     by_pair = {(s.node, s.peer_ip) for s in clos.sessions}
     for s in clos.sessions:
         mirror = next(m for m in clos.sessions if m.node == s.peer and m.peer_ip == s.local_ip)
@@ -134,7 +134,7 @@ def test_plan_round_trips_through_json(clos: LabPlan) -> None:
 
 
 def _chain(nodes: int, bgp: str) -> LabPlan:
-    """A line of leaves: four BGP session ends per link (two ends, two address families)."""
+    """A line of leaves: two BGP session ends per link."""
     names = [f"r{i}" for i in range(nodes)]
     links = "".join(f'\n    - endpoints: ["{a}:eth2", "{b}:eth1"]'
                     for a, b in pairwise(names))
@@ -149,14 +149,14 @@ def _timers(plan: LabPlan) -> tuple[int, int, list[str]]:
 def test_bgp_timers_stretch_with_the_lab_only_under_bfd() -> None:
     """Past the budget each keepalive goes out less often (said at deploy); without BFD the
     hold time is the failure detector and stays at FRR's datacenter 3 s / 9 s."""
-    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 200}")) == (3, 9, [])  # 400 ends
-    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 50}")) == (8, 24, [
+    assert _timers(_chain(201, "{bfd: {}, keepalive_budget: 200}")) == (3, 9, [])  # 400 ends
+    assert _timers(_chain(201, "{bfd: {}, keepalive_budget: 50}")) == (8, 24, [
         "BGP keepalive every 8 s, hold time 24 s (not 3 s and 9 s): 400 session ends stay "
         "within 50 keepalives a second (bgp.keepalive_budget); BFD finds a dead link in "
         "300 ms, the hold time only a hung bgpd"])
-    assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 10}"))[:2] == (40, 120)
-    assert _timers(_chain(201, "{bfd: {}, keepalive_budget: 10}"))[:2] == (60, 180)  # FRR's
-    assert _timers(_chain(101, "{keepalive_budget: 50}")) == (3, 9, [])
+    assert _timers(_chain(201, "{bfd: {}, keepalive_budget: 10}"))[:2] == (40, 120)
+    assert _timers(_chain(401, "{bfd: {}, keepalive_budget: 10}"))[:2] == (60, 180)  # FRR's
+    assert _timers(_chain(201, "{keepalive_budget: 50}")) == (3, 9, [])
 
 
 def test_bgp_timers_the_topology_gives_are_kept() -> None:

@@ -52,15 +52,16 @@ def test_plane_sets_print_as_ranges():
     assert format_planes(set()) == "none"
 
 
-def test_spray_sets_drop_planes_whose_bfd_is_down_per_family():
+def test_spray_sets_drop_planes_whose_bfd_is_down_for_both_families():
+    """The link's one session carries IPv4 and IPv6: its BFD down takes the plane from both."""
     routes = {"10.0.0.27": dict(ALL), "fd00::27": {0: "fe80::1", 3: "fe80::2"}}
-    wanted = spray_sets(routes, {(2, 3), (10, 0)}, {})  # IPv4 BFD down on plane 3, IPv6 on 0
+    wanted = spray_sets(routes, {3}, {})
     assert set(wanted["10.0.0.27"]) == set(range(8)) - {3}
-    assert wanted["fd00::27"] == {3: "fe80::2"}
+    assert wanted["fd00::27"] == {0: "fe80::1"}
 
 
 def test_a_destination_with_no_healthy_plane_is_not_sprayed():
-    assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, {(2, 3)}, {}) == {}
+    assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, {3}, {}) == {}
     assert spray_sets({"10.0.0.27": {}}, set(), {}) == {}
     assert spray_sets({"10.0.0.27": {3: "10.1.0.7"}}, set(), {"10.0.0.27": {3: "loss"}}) == {}
 
