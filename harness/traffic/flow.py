@@ -2,8 +2,9 @@
 
 Sender and receiver are small Python programs started inside the hosts' namespaces; they use
 the GPU-facing addresses (loopbacks), so the flow is sprayed exactly like application
-traffic. Both timestamp with CLOCK_MONOTONIC, which all namespaces share, so one-way latency
-and fault times are on one clock.
+traffic. Both timestamp on CLOCK_MONOTONIC, which all namespaces share (the receiver takes the
+kernel's arrival stamp, not its own wake-up), so one-way latency and fault times are on one
+clock.
 """
 
 from __future__ import annotations
