@@ -106,8 +106,9 @@ def paired_us(lab: Lab) -> tuple[float, float, float]:
 def delay_bound_us(delay_us: float, lateness_us: float) -> float:
     """How far the added one-way delay may miss its target: bench/impair.py's goal (10% or
     50 us), plus one timer's lateness measured while the flows ran. A delayed frame leaves
-    when a timer fires (netem's hrtimer, the engine's wheel) and the receiver wakes on
-    another; the clean path it is compared with waits for neither."""
+    when a timer fires (netem's hrtimer, the engine's wheel); the clean path it is compared
+    with waits for none. Receivers' wake-ups count in neither: arrivals are the kernel's
+    receive stamps (harness/traffic/receiver.py)."""
     return max(0.10 * delay_us, 50) + lateness_us
 
 
