@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.errors import LabError  # noqa: E402
 from harness.lab import Lab, destroy_lab  # noqa: E402
-from harness.runtime import images, scratch  # noqa: E402
+from harness.runtime import docker_engine, images, scratch  # noqa: E402
 from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
 from harness.runtime.nsenter import list_netns  # noqa: E402
 from harness.runtime.scratch import scratch_name  # noqa: E402
@@ -118,15 +118,15 @@ def docker_ready(plan: LabPlan) -> str | None:
 
 def run_docker_floor(nodes: int) -> float:
     """What docker itself takes for this many nodes: as many bare containers of the switch
-    image started as labctl starts them (`docker run`, --network none, same parallelism),
+    image started as labctl starts them (Engine API, networking disabled, same parallelism),
     nothing wired or run in them."""
     image = images.resolve(f"{images.REPOSITORY}/switch")
     names = [f"fl-bench-floor-{i}" for i in range(nodes)]
+    bare = {"HostConfig": {"NetworkMode": "none"}}
     start = time.perf_counter()
     try:
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
-            list(pool.map(lambda name: docker("run", "--detach", "--name", name,
-                                              "--network", "none", image), names))
+            list(pool.map(lambda name: docker_engine.run_container(name, image, bare), names))
         return time.perf_counter() - start
     finally:
         docker("rm", "--force", *names, check=False)

@@ -2,9 +2,11 @@
 containerlab does it: `--network none`, the lab's veths moved into each container's network
 namespace, FRR and the agent running inside the image, nothing of the lab on the host.
 
-Why the docker CLI and not the Python SDK: the CLI is what an operator uses to look at the
-same containers, `docker exec -it` gives vtysh a real terminal, and it keeps one dependency
-less pinned against the host's dockerd (20.10 on Debian 12).
+Containers are created and looked up through dockerd's Engine API (docker_engine), which can
+create a container with networking disabled: half the cost of `docker run --network none`.
+Commands in nodes run with the docker CLI, not the Python SDK: the CLI is what an operator uses
+to look at the same containers, `docker exec -it` gives vtysh a real terminal, and it keeps one
+dependency less pinned against the host's dockerd (20.10 on Debian 12).
 
 Each container binds the lab directory at the same path, so a node's FRR sockets, logs, pid
 files and helper state read the same from the host (tests, inspect) and from inside the node.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -23,10 +26,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import quote
 
 from harness.errors import LabError
 from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
-from harness.runtime import images
+from harness.runtime import docker_engine, images
 from harness.runtime.images import image_for
 from harness.runtime.journal import Journal
 from harness.topology.plan import LabPlan, NodePlan
@@ -43,7 +47,7 @@ CAPABILITIES = ("NET_ADMIN", "NET_RAW", "NET_BIND_SERVICE", "SETUID", "SETGID", 
                 "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN", "SYS_NICE")
 DEVICES = ("/dev/net/tun",)
 # Docker turns IPv6 off in containers; every link and loopback here is dual-stack.
-SYSCTLS = ("net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.default.disable_ipv6=0")
+SYSCTLS = {"net.ipv6.conf.all.disable_ipv6": "0", "net.ipv6.conf.default.disable_ipv6": "0"}
 CREATE_WORKERS = 8
 SPAWN_TIMEOUT_S = 10.0
 
@@ -109,10 +113,7 @@ class DockerRuntime:
                                        "notes": list(dict.fromkeys([*plan.notes, *notes]))})
 
     def check(self, plan: LabPlan, *, start: bool) -> None:
-        out = docker("info", "--format", "{{.ServerVersion}}", check=False)
-        if out.returncode != 0:
-            raise LabError(f"the docker runtime needs a running dockerd: {out.stderr.strip()}; "
-                           "`make docker` starts one")
+        docker_engine.version()  # a LabError saying how to start dockerd when none answers
 
     def create_nodes(self, nodes: Sequence[NodePlan]) -> None:
         for node in nodes:  # first: a kill before `docker run` returns leaves known names
@@ -120,31 +121,28 @@ class DockerRuntime:
 
         def create(node: NodePlan) -> None:
             assert node.image is not None  # prepare() filled it in
-            docker("run", "--detach", "--init", "--name", self.container(node.name),
-                   "--hostname", node.name, "--network", "none",
-                   "--label", f"{LAB_LABEL}={self.lab}", "--label", f"{NODE_LABEL}={node.name}",
-                   "--cap-drop", "ALL", *(f"--cap-add={c}" for c in CAPABILITIES),
-                   *(f"--sysctl={s}" for s in SYSCTLS), *(f"--device={d}" for d in DEVICES),
-                   "--volume", f"{self.dir}:{self.dir}", *self._user_settings(node),
-                   node.image)
+            pid = docker_engine.run_container(self.container(node.name), node.image,
+                                              self._settings(node))
+            if pid > 0:  # wiring needs every node's namespace
+                self._init_pids[node.name] = pid
 
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
             list(pool.map(create, nodes))
-        # Wiring needs every node's namespace: one `docker inspect` for all of them.
-        out = docker("inspect", "--format", "{{.State.Pid}}",
-                     *(self.container(node.name) for node in nodes))
-        for node, pid in zip(nodes, out.stdout.split(), strict=True):
-            if int(pid) > 0:
-                self._init_pids[node.name] = int(pid)
 
-    def _user_settings(self, node: NodePlan) -> list[str]:
-        """The file's env and binds; a user's FRR node shows its sockets at /run/frr, so a
+    def _settings(self, node: NodePlan) -> dict[str, object]:
+        """The container as `docker run --init --network none --cap-drop ALL` would make it,
+        with the file's env and binds; a user's FRR node shows its sockets at /run/frr, so a
         plain `vtysh` in it talks to its daemons, as in an FRR image."""
-        args = [f"--env={k}={v}" for k, v in node.env.items()]
-        args += [f"--volume={b}" for b in node.binds]
+        binds = [f"{self.dir}:{self.dir}", *(str(b) for b in node.binds)]
         if node.runs_own_frr:
-            args.append(f"--volume={frr_run_dir(self.lab, node.name)}:/run/frr")
-        return args
+            binds.append(f"{frr_run_dir(self.lab, node.name)}:/run/frr")
+        devices = [{"PathOnHost": d, "PathInContainer": d, "CgroupPermissions": "rwm"}
+                   for d in DEVICES]
+        return {"Hostname": node.name, "Env": [f"{k}={v}" for k, v in node.env.items()],
+                "Labels": {LAB_LABEL: self.lab, NODE_LABEL: node.name},
+                "HostConfig": {"Init": True, "NetworkMode": "none", "CapDrop": ["ALL"],
+                               "CapAdd": list(CAPABILITIES), "Sysctls": SYSCTLS,
+                               "Devices": devices, "Binds": binds}}
 
     def confine(self, node: str, argv: Sequence[str]) -> list[str]:
         """The container's own filesystem and env already confine the user's commands."""
@@ -155,8 +153,8 @@ class DockerRuntime:
     def init_pid(self, node: str) -> int:
         """Host pid of the container's init, whose namespaces are the node's."""
         if node not in self._init_pids:
-            out = docker("inspect", "--format", "{{.State.Pid}}", self.container(node))
-            pid = int(out.stdout.strip())
+            pid = docker_engine.call("GET", f"/containers/{self.container(node)}/json",
+                                     timeout=30)["State"]["Pid"]
             if pid <= 0:
                 raise LabError(f"node {node} ({self.container(node)}) is not running")
             self._init_pids[node] = pid
@@ -263,12 +261,13 @@ class DockerRuntime:
 
 def containers(label: str) -> list[tuple[str, str]]:
     """(lab, node) of every container with `label` (a key, or key=value)."""
-    with contextlib.suppress(LabError):  # no docker: then there are no containers either
-        out = docker("ps", "--all", "--filter", f"label={label}", "--format",
-                     f'{{{{.Label "{LAB_LABEL}"}}}} {{{{.Label "{NODE_LABEL}"}}}}', check=False)
-        if out.returncode == 0:  # no dockerd: likewise
-            return [tuple(line.split(" ", 1)) for line in out.stdout.splitlines()]  # type: ignore[misc]
-    return []
+    filters = quote(json.dumps({"label": [label]}))
+    try:
+        found = docker_engine.call("GET", f"/containers/json?all=1&filters={filters}",
+                                   timeout=30)
+    except LabError:  # no dockerd: then there are no containers either
+        return []
+    return [(c["Labels"].get(LAB_LABEL, ""), c["Labels"].get(NODE_LABEL, "")) for c in found]
 
 
 CMD = "sleep\0infinity"  # the image's CMD (images/Dockerfile)

@@ -9,12 +9,11 @@ instead of running an agent that differs from the one the tests read.
 from __future__ import annotations
 
 import hashlib
-import json
-import subprocess
 from functools import cache
 
 from harness.build import REPO
 from harness.errors import LabError
+from harness.runtime import docker_engine
 from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import NodePlan
 from harness.topology.schema import Kind, Role
@@ -57,22 +56,10 @@ def resolve(reference: str) -> str:
     Raises a LabError saying what to run when that image is missing or stale."""
     if not reference.startswith(f"{REPOSITORY}/") or ":" in reference:
         return reference
-    out = subprocess.run(["docker", "images", "--filter", f"reference={reference}:*",
-                          "--format", "{{json .}}"], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise LabError(f"docker cannot list images: {out.stderr.strip()}")
-    tags = [f"{reference}:{json.loads(line)['Tag']}" for line in out.stdout.splitlines()]
-    for tag in tags:
-        if image_label(tag, SOURCE_LABEL) == source_hash():
+    tags = docker_engine.image_labels(reference)
+    for tag, labels in tags.items():
+        if labels.get(SOURCE_LABEL) == source_hash():
             return tag
     found = f" (found {', '.join(tags)}, built from another checkout)" if tags else ""
     raise LabError(f"image {reference} for this checkout (source {source_hash()}) is not "
                    f"built{found}: run `make images`")
-
-
-def image_label(image: str, label: str) -> str | None:
-    out = subprocess.run(["docker", "image", "inspect", "--format",
-                          f"{{{{index .Config.Labels {json.dumps(label)}}}}}", image],
-                         capture_output=True, text=True)
-    value = out.stdout.strip()
-    return value if out.returncode == 0 and value not in ("", "<no value>") else None

@@ -1,0 +1,93 @@
+"""dockerd's Engine API over its unix socket, for what the docker CLI cannot do or does slowly.
+
+A lab node's container is created with networking disabled (`NetworkDisabled`, which the CLI
+does not offer): runc gives it a fresh, empty network namespace and dockerd's libnetwork stays
+out. `docker run --network none` still builds a libnetwork sandbox and has runc call dockerd
+back through a prestart hook (`libnetwork-setkey`, a re-exec of the whole dockerd binary) for
+every container: half of what starting one cost here. Image lookups go through the API too,
+one request instead of a CLI process per question.
+
+Paths carry no API version: dockerd then serves its own, and the fields used here have been
+stable since Engine API 1.25.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+from typing import Any
+from urllib.parse import quote
+
+from harness.errors import LabError
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+def socket_path() -> str:
+    """dockerd's socket: DOCKER_HOST when it names a unix socket, as the CLI reads it."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if not host:
+        return DEFAULT_SOCKET
+    if not host.startswith("unix://"):
+        raise LabError(f"DOCKER_HOST={host}: the docker runtime talks to a local dockerd over "
+                       "its unix socket; unset DOCKER_HOST or set it to unix:///path/docker.sock")
+    return host.removeprefix("unix://")
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("docker", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+def call(method: str, path: str, body: dict[str, Any] | None = None, *,
+         timeout: float = 120) -> Any:
+    """One API request; its decoded JSON answer, or a LabError with dockerd's message."""
+    where = socket_path()
+    connection = _UnixConnection(where, timeout)
+    try:
+        connection.request(method, path, None if body is None else json.dumps(body),
+                           {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        data = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise LabError(f"dockerd does not answer on {where} ({exc}): `make docker` starts "
+                       "one") from None
+    finally:
+        connection.close()
+    answer = json.loads(data) if data.strip() else None
+    if response.status >= 400:
+        message = answer.get("message", data.decode()) if isinstance(answer, dict) else data
+        raise LabError(f"dockerd refused {method} {path.split('?')[0]}: {message}")
+    return answer
+
+
+def version() -> str:
+    return call("GET", "/version", timeout=10)["Version"]
+
+
+def run_container(name: str, image: str, config: dict[str, Any]) -> int:
+    """Create and start `name` from `image` with networking disabled; the host pid of its
+    init. `config` is the rest of the container's create body (HostConfig, Labels...)."""
+    body = {**config, "Image": image, "NetworkDisabled": True}
+    created = call("POST", f"/containers/create?name={quote(name)}", body)
+    call("POST", f"/containers/{created['Id']}/start")
+    return call("GET", f"/containers/{created['Id']}/json")["State"]["Pid"]
+
+
+def image_labels(repository: str) -> dict[str, dict[str, str]]:
+    """'repository:tag' -> labels, of every local image of `repository`."""
+    filters = quote(json.dumps({"reference": [f"{repository}:*"]}))
+    found = {}
+    for image in call("GET", f"/images/json?filters={filters}"):
+        for tag in image.get("RepoTags") or []:
+            if tag.startswith(f"{repository}:"):
+                found[tag] = image.get("Labels") or {}
+    return found
