@@ -6,7 +6,8 @@ Builds a ~100-node Clos (nodes + veth links + addresses, no routing daemons) eac
 a fresh process so interpreter start-up counts for everyone, and prints the ratios: goals
 netns >= 3x faster than Mininet and within 2x of the shell floor, docker within 3x of netns
 (docker runs when a dockerd answers and `make images` built this checkout's images). Then
-deploys the same topology with FRR and prints deploy/convergence time and memory per node.
+deploys the same topology with FRR on each runtime and prints deploy/convergence time and
+memory per node.
 
 Run as root: `make bench` (installs Debian's mininet) or `.venv/bin/python bench/deploy.py`.
 """
@@ -172,6 +173,23 @@ def memory_per_node(lab: Lab) -> tuple[float, float]:
     return rss / len(lab.plan.nodes), pss / len(lab.plan.nodes)
 
 
+def deploy_with_frr(plan: LabPlan, runtime: str) -> float:
+    """The same topology deployed with FRR until converged; prints time and memory per node
+    and returns the time."""
+    lab = Lab(plan, runtime)
+    start = time.perf_counter()
+    try:
+        conv = lab.deploy(timeout=600)
+        seconds = time.perf_counter() - start
+        rss, pss = memory_per_node(lab)
+        print(f"with FRR on {runtime}: deployed and converged in {seconds:.1f} s "
+              f"({conv.sessions_total} sessions, {conv.routes_total} routes); "
+              f"memory per node: RSS {rss:.1f} MiB, PSS {pss:.1f} MiB")
+        return seconds
+    finally:
+        lab.destroy()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spines", type=int, default=4)
@@ -218,17 +236,10 @@ def main() -> int:
     else:
         print("mininet not installed (apt-get install mininet): no Mininet baseline this run")
     if not args.skip_frr:
-        lab = Lab(plan)
-        start = time.perf_counter()
-        try:
-            conv = lab.deploy(timeout=600)
-            seconds = time.perf_counter() - start
-            rss, pss = memory_per_node(lab)
-            print(f"with FRR: deployed and converged in {seconds:.1f} s "
-                  f"({conv.sessions_total} sessions, {conv.routes_total} routes); "
-                  f"memory per node: RSS {rss:.1f} MiB, PSS {pss:.1f} MiB")
-        finally:
-            lab.destroy()
+        frr = {runtime: deploy_with_frr(plan, runtime)
+               for runtime in ("netns", "docker") if runtime == "netns" or no_docker is None}
+        if "docker" in frr:
+            print(f"with FRR, docker vs netns: {frr['docker'] / frr['netns']:.2f}x netns's time")
     shutil.rmtree(workdir)
     return 0
 

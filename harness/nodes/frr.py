@@ -13,8 +13,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import subprocess
-import time
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,8 @@ START_TIMEOUT_S = 20.0
 ANSWER_TIMEOUT_S = 30.0
 NODES_PER_CORE = 25  # up to this many nodes per core, the nominal timeouts hold
 STALE_SOCKETS = ("*.vty", "zserv.api")
+START_FAILED = 97  # the start script's exit status when a step failed (vtysh's are below 20)
+POLL_S = 0.01
 RT_TABLE_MAIN = 254
 
 
@@ -92,15 +94,6 @@ class Frr:
     def prepare(self, config: str, boot: str | None = None) -> None:
         for d in (self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
-        dirs = [str(self.run_dir), str(self.log_dir)]
-        if self.bfd_dir is not None:  # outside the lab directory: made where the node sees it
-            dirs.append(str(self.bfd_dir))
-            self.node.cmd("mkdir", "-p", str(self.bfd_dir))
-        # The node's own frr user (an image's may have another uid than the host's).
-        out = self.node.cmd("chown", "frr:frr", *dirs)
-        if out.returncode != 0:
-            raise LabError(f"{self.node.name}: cannot give FRR its directories: "
-                           f"{out.stderr.strip()}")
         self.config_file.write_text(config)
         if boot is not None:
             self.boot_file.write_text(boot)
@@ -143,41 +136,62 @@ class Frr:
 
     def start(self, journal: Journal, zebra_args: tuple[str, ...] = (), *,
               strict: bool = True, config: Path | None = None) -> None:
-        """Start zebra first (the others connect to its zserv socket), then the rest, then
-        apply `config` (frr.conf unless given). `strict`: a refused line is an error (a
-        generated config must be accepted whole); else the refused lines are kept in
-        `refused_file` and FRR runs with the rest, as a router booting that config would."""
+        """Start the daemons and apply `config` (frr.conf unless given), all in one command
+        in the node (`start_script`). `strict`: a refused line is an error (a generated
+        config must be accepted whole); else the refused lines are kept in `refused_file`
+        and FRR runs with the rest, as a router booting that config would."""
         config = config or self.config_file
         journal.path_outside_lab(FRR_STATE / self.pathspace)
-        self._start_daemon("zebra", journal, zebra_args)
-        self._wait_for(self.run_dir / "zserv.api")
         if self.bfd_dir is not None:
             journal.path_outside_lab(self.bfd_dir)
-            start_engine(self.node, self.bfd_dir, self.log_dir / f"{ENGINE}.log")
-        for daemon in self.daemons[1:]:
-            self._start_daemon(daemon, journal,
-                               bfdd_args(self.bfd_dir)
-                               if daemon == "bfdd" and self.bfd_dir is not None else ())
+        timeout = self.start_timeout * len(self.daemons) + self.answer_timeout
+        try:
+            out = self.node.cmd("sh", "-c", self.start_script(zebra_args, config),
+                                timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{self.node.name}: FRR did not start and take its config within "
+                           f"{timeout:.0f}s; the host is overloaded (`uptime`) or see "
+                           f"{self.log_dir}") from None
+        if out.returncode == START_FAILED:
+            raise LabError(f"{self.node.name}: {out.stderr.strip()} (see {self.log_dir})")
         for daemon in self.daemons:
-            self._wait_for(self.run_dir / f"{daemon}.vty")
-        out = self._vtysh_process(["-f", str(config)])
-        refused = f"{out.stdout}{out.stderr}".strip()
+            pid = self.daemon_pid(daemon)
+            if pid is not None:
+                journal.process(pid, f"{self.node.name}/{daemon}")
+        if self.bfd_dir is not None:  # it connects to bfdd's socket, now there
+            start_engine(self.node, self.bfd_dir, self.log_dir / f"{ENGINE}.log")
+        refused = out.stdout.strip()
         if out.returncode != 0 and strict:
             raise LabError(f"{self.node.name}: FRR rejected {config}:\n{refused}")
         self.refused_file.write_text(refused + "\n" if out.returncode != 0 else "")
 
-    def _start_daemon(self, daemon: str, journal: Journal, extra: tuple[str, ...] = ()) -> None:
-        try:
-            out = self.node.cmd(*self.daemon_argv(daemon, extra), timeout=self.start_timeout)
-        except subprocess.TimeoutExpired:
-            raise LabError(f"{self.node.name}: {daemon} did not start within "
-                           f"{self.start_timeout:.0f}s; the host is overloaded (`uptime`) or "
-                           f"see {self.log_dir}") from None
-        if out.returncode != 0:
-            raise LabError(f"{self.node.name}: {daemon} failed to start:\n{out.stderr}")
-        pid = self.daemon_pid(daemon)
-        if pid is not None:
-            journal.process(pid, f"{self.node.name}/{daemon}")
+    def start_script(self, zebra_args: tuple[str, ...], config: Path) -> str:
+        """The shell steps of a start, run as one command in the node: on docker each command
+        is a `docker exec`, some 60 ms of runc's CPU, and a node took six. FRR gets its
+        directories (as the node's own frr user: an image's may have another uid than the
+        host's), zebra starts first and the others once its zserv socket is there (they
+        connect to it), then vtysh applies `config` when every daemon's vty answers. A step
+        that fails exits START_FAILED with the reason on stderr; vtysh's own output, refused
+        lines included, is the command's stdout."""
+        dirs = [self.run_dir, self.log_dir, *([self.bfd_dir] if self.bfd_dir else [])]
+        polls = round(self.start_timeout / POLL_S)
+        steps = [f'fail() {{ echo "$*" >&2; exit {START_FAILED}; }}',
+                 f'wait_for() {{ n=0; while [ ! -e "$1" ]; do n=$((n + 1)); '
+                 f'[ "$n" -le {polls} ] || fail "$1 did not appear within '
+                 f'{self.start_timeout:.0f}s"; sleep {POLL_S}; done; }}',
+                 f"mkdir -p {shlex.join(map(str, dirs))} && chown frr:frr "
+                 f"{shlex.join(map(str, dirs))} || fail 'cannot give FRR its directories'"]
+        for daemon in self.daemons:
+            extra = zebra_args if daemon == "zebra" else \
+                bfdd_args(self.bfd_dir) if daemon == "bfdd" and self.bfd_dir else ()
+            steps.append(f"{shlex.join(self.daemon_argv(daemon, extra))} || "
+                         f"fail '{daemon} failed to start'")
+            if daemon == "zebra":
+                steps.append(f"wait_for {shlex.quote(str(self.run_dir / 'zserv.api'))}")
+        steps += [f"wait_for {shlex.quote(str(self.run_dir / f'{d}.vty'))}"
+                  for d in self.daemons]
+        steps.append(f"exec {shlex.join(self.vtysh_argv('-f', str(config)))} 2>&1")
+        return "\n".join(steps)
 
     def daemon_pid(self, daemon: str) -> int | None:
         """The daemon's host pid, None when it is not running (its pid file holds the pid
@@ -187,14 +201,6 @@ class Frr:
         except (OSError, ValueError):
             return None
         return self.node.runtime.host_pid(self.node.name, pid)
-
-    def _wait_for(self, path: Path) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while not path.exists():
-            if time.monotonic() > deadline:
-                raise LabError(f"{self.node.name}: {path.name} did not appear within "
-                               f"{self.start_timeout:.0f}s; see {self.log_dir}")
-            time.sleep(0.01)
 
     def _vtysh_process(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         """vtysh runs inside the node, so a killed deploy leaves no vtysh outside the lab."""
