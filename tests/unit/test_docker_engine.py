@@ -61,11 +61,12 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def dockerd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDockerd]:
-    path = tmp_path / "docker.sock"
-    server = FakeDockerd(str(path), {})
+    """Bound by a relative name: tmp_path may be longer than a unix socket's 108 bytes."""
+    monkeypatch.chdir(tmp_path)
+    server = FakeDockerd("docker.sock", {})
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    monkeypatch.setenv("DOCKER_HOST", "unix://docker.sock")
     yield server
     server.shutdown()
     server.server_close()
