@@ -1,6 +1,6 @@
 """The docker runtime: one container per node from a locally built image (images/), as
-containerlab does it: `--network none`, the lab's veths moved into each container's network
-namespace, FRR and the agent running inside the image, nothing of the lab on the host.
+containerlab does it: an empty network namespace of its own (networking disabled), the lab's
+veths moved into it, FRR and the agent running inside the image, nothing of the lab on the host.
 
 Containers are created and looked up through dockerd's Engine API (docker_engine), which can
 create a container with networking disabled: half the cost of `docker run --network none`.

@@ -62,9 +62,12 @@ def call(method: str, path: str, body: dict[str, Any] | None = None, *,
                        "one") from None
     finally:
         connection.close()
-    answer = json.loads(data) if data.strip() else None
+    try:
+        answer = json.loads(data) if data.strip() else None
+    except ValueError:  # an error page in plain text (a route this dockerd does not know)
+        answer = data.decode(errors="replace").strip()
     if response.status >= 400:
-        message = answer.get("message", data.decode()) if isinstance(answer, dict) else data
+        message = answer.get("message", answer) if isinstance(answer, dict) else answer
         raise LabError(f"dockerd refused {method} {path.split('?')[0]}: {message}")
     return answer
 

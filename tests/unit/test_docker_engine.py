@@ -43,7 +43,7 @@ class Handler(BaseHTTPRequestHandler):
         self.server.requests.append((self.command, self.path, body))
         status, answer = self.server.routes.get((self.command, self.path.split("?")[0]),
                                                 (404, {"message": "page not found"}))
-        data = json.dumps(answer).encode()
+        data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -94,6 +94,12 @@ def test_a_refusal_carries_dockerds_message(dockerd: FakeDockerd) -> None:
     with pytest.raises(LabError, match=r"refused POST /containers/create: Conflict.*in use"):
         docker_engine.run_container("fl.lab.r1", "img", {})
     assert len(dockerd.requests) == 1  # nothing started after a failed create
+
+
+def test_a_plain_text_error_page_is_the_message(dockerd: FakeDockerd) -> None:
+    dockerd.routes[("GET", "/version")] = (404, b"404 page not found\n")
+    with pytest.raises(LabError, match=r"refused GET /version: 404 page not found$"):
+        docker_engine.version()
 
 
 def test_image_labels_keeps_the_repositorys_tags_only(dockerd: FakeDockerd) -> None:
