@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -26,7 +25,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import quote
 
 from harness.errors import LabError
 from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
@@ -153,8 +151,7 @@ class DockerRuntime:
     def init_pid(self, node: str) -> int:
         """Host pid of the container's init, whose namespaces are the node's."""
         if node not in self._init_pids:
-            pid = docker_engine.call("GET", f"/containers/{self.container(node)}/json",
-                                     timeout=30)["State"]["Pid"]
+            pid = docker_engine.init_pid(self.container(node))
             if pid <= 0:
                 raise LabError(f"node {node} ({self.container(node)}) is not running")
             self._init_pids[node] = pid
@@ -261,13 +258,11 @@ class DockerRuntime:
 
 def containers(label: str) -> list[tuple[str, str]]:
     """(lab, node) of every container with `label` (a key, or key=value)."""
-    filters = quote(json.dumps({"label": [label]}))
     try:
-        found = docker_engine.call("GET", f"/containers/json?all=1&filters={filters}",
-                                   timeout=30)
+        found = docker_engine.container_labels(label)
     except LabError:  # no dockerd: then there are no containers either
         return []
-    return [(c["Labels"].get(LAB_LABEL, ""), c["Labels"].get(NODE_LABEL, "")) for c in found]
+    return [(labels.get(LAB_LABEL, ""), labels.get(NODE_LABEL, "")) for labels in found]
 
 
 CMD = "sleep\0infinity"  # the image's CMD (images/Dockerfile)

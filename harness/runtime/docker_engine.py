@@ -82,15 +82,30 @@ def run_container(name: str, image: str, config: dict[str, Any]) -> int:
     body = {**config, "Image": image, "NetworkDisabled": True}
     created = call("POST", f"/containers/create?name={quote(name)}", body)
     call("POST", f"/containers/{created['Id']}/start")
-    return call("GET", f"/containers/{created['Id']}/json")["State"]["Pid"]
+    return init_pid(created["Id"])
+
+
+def init_pid(container: str) -> int:
+    """Host pid of a container's init (0 when it is not running), by name or id."""
+    return call("GET", f"/containers/{quote(container)}/json", timeout=30)["State"]["Pid"]
+
+
+def container_labels(label: str) -> list[dict[str, str]]:
+    """The labels of every container, running or not, that has `label` (key or key=value)."""
+    found = call("GET", f"/containers/json?all=1&filters={_filters(label=[label])}", timeout=30)
+    return [container["Labels"] for container in found]
 
 
 def image_labels(repository: str) -> dict[str, dict[str, str]]:
     """'repository:tag' -> labels, of every local image of `repository`."""
-    filters = quote(json.dumps({"reference": [f"{repository}:*"]}))
     found = {}
-    for image in call("GET", f"/images/json?filters={filters}"):
+    for image in call("GET", f"/images/json?filters={_filters(reference=[f'{repository}:*'])}"):
         for tag in image.get("RepoTags") or []:
             if tag.startswith(f"{repository}:"):
                 found[tag] = image.get("Labels") or {}
     return found
+
+
+def _filters(**filters: list[str]) -> str:
+    """A list request's `filters` parameter: JSON, URL-quoted."""
+    return quote(json.dumps(filters))

@@ -114,6 +114,15 @@ def test_image_labels_keeps_the_repositorys_tags_only(dockerd: FakeDockerd) -> N
     assert json.loads(query["filters"][0]) == {"reference": ["fabric-lab/switch:*"]}
 
 
+def test_container_labels_asks_for_every_container_with_the_label(
+        dockerd: FakeDockerd) -> None:
+    dockerd.routes[("GET", "/containers/json")] = (200, [{"Labels": {"fabric-lab.lab": "a"}}])
+    assert docker_engine.container_labels("fabric-lab.lab") == [{"fabric-lab.lab": "a"}]
+    query = parse_qs(urlsplit(dockerd.requests[0][1]).query)
+    assert query["all"] == ["1"]  # stopped containers too: destroy must find them
+    assert json.loads(query["filters"][0]) == {"label": ["fabric-lab.lab"]}
+
+
 def test_no_dockerd_says_how_to_start_one(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
