@@ -41,12 +41,18 @@ from harness.topology.augment import augment  # noqa: E402
 from harness.topology.loader import load_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402
 
+# As the mininet runtime builds it (harness/runtime/mininet_net.py): Mininet told its init
+# ran, since that init (fixLimits) raises the host's ARP, socket-buffer and pty limits for good.
 MININET_BUILD = r"""
 import json, sys
+from resource import RLIMIT_NOFILE
 from mininet.net import Mininet
 from mininet.log import setLogLevel
+from mininet.util import rlimitTestAndSet
 setLogLevel("error")
 plan = json.load(open(sys.argv[1]))
+Mininet.inited = True
+rlimitTestAndSet(RLIMIT_NOFILE, 16384)
 net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
 for n in plan["nodes"]:
     net.addHost(n["name"], ip=None)

@@ -4,12 +4,14 @@ without a terminal), and destroy leaves nothing of either, also after SIGKILL of
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from bench.deploy import run_mininet
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl
-from harness.testing.hoststate import processes_mentioning
+from harness.testing.hoststate import differences, processes_mentioning, snapshot
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import TOPOLOGIES
@@ -56,3 +58,13 @@ def test_sigkill_of_a_mininet_deploy_then_destroy_leaves_nothing() -> None:
     report = chaos.summary(path, 1, span, trials, "mininet")
     print(report)
     assert all(t.clean for t in trials) and not processes_mentioning(SERVER), report
+
+
+def test_the_deploy_benchs_mininet_baseline_leaves_the_hosts_limits_alone(
+        tmp_path: Path) -> None:
+    """`Mininet()` runs Mininet's fixLimits unless told it ran: the ARP table's limits, socket
+    buffers and kernel.pty.max raised on the host for good. The bench's baseline must not."""
+    plan = augment(load_file(TOPOLOGIES / "pair.yml"), "e2emnb")
+    before = snapshot()
+    assert run_mininet(plan, tmp_path) is not None  # Debian's mininet is installed here
+    assert differences(before, snapshot()) == []
