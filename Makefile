@@ -18,7 +18,7 @@ DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e
 
 .PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean
 
-ENGINES := build/fl-impair build/fl-bfd build/fl-probe
+ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-mergeable
 
 setup: debs $(VENV)/.installed $(ENGINES)
 
@@ -53,6 +53,11 @@ build/fl-bfd: harness/nodes/bfd/fl_bfd.c
 
 # The multi-plane host NIC's data-plane path check (harness/spray/probe.py).
 build/fl-probe: harness/spray/fl_probe.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+
+# Runs a node's processes so KSM can merge their pages (harness/runtime/ksm.py).
+build/fl-mergeable: harness/runtime/fl_mergeable.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 

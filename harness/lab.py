@@ -15,7 +15,7 @@ from harness.errors import LabError
 from harness.kernel import neighbour_room
 from harness.nodes.frr import frr_leftovers
 from harness.paths import is_lab_name, lab_dir, labs_root
-from harness.runtime import all_runtimes, labs_with_nodes, open_runtime
+from harness.runtime import all_runtimes, ksm, labs_with_nodes, open_runtime
 from harness.runtime.journal import Journal
 from harness.runtime.processes import kill_and_reap
 from harness.topology.plan import LabPlan
@@ -25,13 +25,20 @@ JOURNAL_FILE = "journal.jsonl"
 
 
 class Lab(LabContext):
-    def __init__(self, plan: LabPlan, runtime: str | None = None) -> None:
-        """`runtime` overrides the plan's (a fresh deploy); a reopened lab keeps its own."""
+    def __init__(self, plan: LabPlan, runtime: str | None = None,
+                 share_memory: str = "auto") -> None:
+        """`runtime` overrides the plan's (a fresh deploy); a reopened lab keeps its own, and
+        whether it shares memory (`share_memory`, one of ksm.CHOICES, decides a fresh one)."""
         if runtime is not None and runtime != plan.runtime:
             plan = plan.model_copy(update={"runtime": runtime})
         directory = lab_dir(plan.name)
         journal = Journal(directory / JOURNAL_FILE)
-        super().__init__(plan, directory, open_runtime(plan.runtime, plan.name, journal), journal)
+        engine = open_runtime(plan.runtime, plan.name, journal)
+        if plan.share_memory is None:
+            shared, note = ksm.decide(plan, share_memory, engine.cannot_share_memory)
+            plan = plan.model_copy(update={"share_memory": shared,
+                                           "notes": [*plan.notes, *([note] if note else [])]})
+        super().__init__(plan, directory, engine, journal)
         self.plan = self.runtime.prepare(plan)
 
     @classmethod
@@ -101,6 +108,8 @@ def destroy_lab(name: str) -> bool:
     for path in [*journal.paths(), *frr_leftovers(name)]:
         shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
+    ksm.stop_merging(still_sharing=any(getattr(plan_of(lab), "share_memory", False)
+                                       for lab in lab_names()))
     if survivors:
         raise LabError(f"lab {name}: processes {survivors} did not exit after SIGKILL (stuck in "
                        "the kernel?); everything else was removed, run destroy again later")

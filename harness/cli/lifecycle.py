@@ -18,7 +18,7 @@ from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError, UsageError
 from harness.lab import Lab, destroy_lab, lab_names
 from harness.nodes.frr import frr_version
-from harness.runtime import RUNTIMES, scratch
+from harness.runtime import RUNTIMES, ksm, scratch
 from harness.runtime.mininet import MininetRuntime
 from harness.spray.control import probe_timing, spraying_hosts
 from harness.topology.augment import augment
@@ -38,6 +38,9 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="lab name instead of the file's (run two copies side by side)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
+    p.add_argument("--share-memory", choices=ksm.CHOICES, default="auto",
+                   help="merge the pages the nodes' processes hold alike (KSM): auto (default) "
+                   "when its FRR nodes would take over a quarter of the memory available")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -99,7 +102,7 @@ def deploy(args: argparse.Namespace) -> int:
     require_root()
     node_filter = args.node_filter.split(",") if args.node_filter else None
     plan = augment(load_file(topology_file(args)), args.name, node_filter)
-    lab = Lab(plan, args.runtime)
+    lab = Lab(plan, args.runtime, args.share_memory)
     for note in grouped_notes(lab.plan):  # before the bars: what was not taken as it is
         out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     if schedule := probe_timing(plan):  # a trade-off when stretched: said up front
@@ -159,7 +162,8 @@ def mininet(args: argparse.Namespace) -> int:
     """Like `mn`: the network lives as long as its CLI (commands can come from a pipe)."""
     require_root()
     node_filter = args.node_filter.split(",") if args.node_filter else None
-    lab = Lab(augment(load_file(topology_file(args)), args.name, node_filter), "mininet")
+    lab = Lab(augment(load_file(topology_file(args)), args.name, node_filter), "mininet",
+              args.share_memory)
     assert isinstance(lab.runtime, MininetRuntime)
     lab.runtime.cli = True
     try:

@@ -20,6 +20,7 @@ from harness.links.bridge import join_bridge
 from harness.links.veth import queue_addresses, queue_veth
 from harness.nodes.frr import attach_bfd
 from harness.nodes.neighbours import declared
+from harness.runtime import ksm
 from harness.runtime.nsenter import write_sysctls
 from harness.runtime.rtnl_batch import RtnlBatch
 from harness.spray.control import spraying_hosts, wait_spray
@@ -97,6 +98,8 @@ def impair_links(lab: LabContext, progress: Progress) -> None:
 def start_nodes(lab: LabContext, progress: Progress) -> None:
     """Each node's kind starts what it runs (FRR; a switch's agent; a host's sprayer)."""
     progress.stage("start", len(lab.plan.nodes))
+    if lab.plan.share_memory:
+        ksm.start_merging()
 
     def start(name: str) -> None:
         lab.kind(name).start(lab, lab.plan.node(name))

@@ -20,6 +20,7 @@ from harness.topology.plan import LabPlan, NodePlan
 class Runtime(Protocol):
     name: str
     lab: str
+    cannot_share_memory: str | None  # why its nodes cannot run mergeable (ksm.py), or None
 
     def prepare(self, plan: LabPlan) -> LabPlan:
         """The plan as this runtime deploys it (e.g. with each node's image filled in)."""

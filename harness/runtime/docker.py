@@ -84,6 +84,9 @@ class ExecProcess(subprocess.Popen):
 
 class DockerRuntime:
     name = "docker"
+    # containerd starts a node's processes, and docker's seccomp profile refuses the
+    # personality change that makes their pages match (fl_mergeable.c)
+    cannot_share_memory = "the docker runtime cannot start its nodes' processes mergeable"
 
     def __init__(self, lab: str, journal: Journal) -> None:
         self.lab = lab

@@ -15,6 +15,7 @@ from harness.build import built
 from harness.errors import LabError
 from harness.nodes.frr import FRR_SBIN
 from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_netns_prefix, netns_name
+from harness.runtime import ksm
 from harness.runtime.journal import Journal, process_start_time
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
@@ -26,12 +27,14 @@ from harness.topology.schema import Kind
 
 class NetnsRuntime:
     name = "netns"
+    cannot_share_memory = None
 
     def __init__(self, lab: str, journal: Journal) -> None:
         self.lab = lab
         self.journal = journal
         self.nodes: dict[str, NodePlan] = {}
         self.mounts: dict[str, list[Bind]] = {}
+        self.mergeable: list[str] = []  # fl-mergeable before every command, when shared
 
     def netns_path(self, node: str) -> str:
         return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
@@ -40,6 +43,7 @@ class NetnsRuntime:
         """Which binds each node's processes get (those whose target exists on the host's
         filesystem, which netns nodes share), and what each image became."""
         notes = []
+        self.mergeable = [self.program(ksm.TOOL)] if plan.share_memory else []
         for node in plan.nodes:
             self.nodes[node.name] = node
             self.mounts[node.name] = [b for b in node.binds if Path(b.target).exists()]
@@ -65,7 +69,7 @@ class NetnsRuntime:
             create_netns(name)
 
     def _wrap(self, node: str, argv: Sequence[str]) -> list[str]:
-        return ["ip", "netns", "exec", netns_name(self.lab, node), *argv]
+        return ["ip", "netns", "exec", netns_name(self.lab, node), *self.mergeable, *argv]
 
     def confine(self, node: str, argv: Sequence[str]) -> list[str]:
         """A containerlab node's own commands see the host's files read-only, its binds and

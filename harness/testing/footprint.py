@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.runtime import ksm
+
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
 
@@ -77,8 +79,10 @@ class Footprint:
 
 
 def footprint(lab: LabContext, nodes: list[str], window_s: float) -> Footprint:
-    """Memory now, and CPU over the next `window_s` seconds, of every process of `nodes`."""
+    """Memory now, and CPU over the next `window_s` seconds, of every process of `nodes`, and
+    of the kernel's thread that merges their pages when the lab shares memory."""
     pids = [pid for node in nodes for pid in lab.runtime.node_processes(node)]
+    pids += ksm.merging_thread() if lab.plan.share_memory else []
     rss, pss = memory_mib(pids)
     before, start = {pid: cpu_s(pid) for pid in pids}, time.monotonic()
     time.sleep(window_s)

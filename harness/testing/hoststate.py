@@ -2,7 +2,8 @@
 
 What is compared is what a lab could plausibly reach: the host namespace's links, addresses,
 routes, rules and firewall rulesets, the list of network namespaces, the sysctls the project
-writes (read in the host namespace, where they must never change), the host's own FRR config
+writes (read in the host namespace, where they must never change), KSM's switches (a lab that
+shares memory turns it on; the last one destroyed must put it back), the host's own FRR config
 (`/etc/frr`), the entries of `/tmp` (Mininet's global cleanup deletes `/tmp/*.log`) and
 `/dev/null`. Counters, address lifetimes and iptables-save's timestamps are left out: they
 change anyway.
@@ -20,6 +21,7 @@ from pathlib import Path
 from harness.nodes.frr import frr_leftovers
 from harness.nodes.node import ROUTER_SYSCTLS
 from harness.paths import lab_dir, lab_netns_prefix
+from harness.runtime import ksm
 from harness.runtime.docker import DockerRuntime
 from harness.runtime.journal import Journal
 from harness.runtime.nsenter import list_netns
@@ -54,11 +56,15 @@ def _command(argv: list[str]) -> str:
     return text
 
 
-def _sysctl(key: str) -> str:
+def _read(path: Path) -> str:
     try:
-        return Path("/proc/sys", *key.split(".")).read_text().strip()
+        return path.read_text().strip()
     except OSError as exc:
         return f"unreadable: {exc.strerror}"
+
+
+def _sysctl(key: str) -> str:
+    return _read(Path("/proc/sys", *key.split(".")))
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
@@ -94,6 +100,7 @@ def _tmp_entries(exclude: tuple[str, ...]) -> dict[str, str]:
 def snapshot(tmp_exclude: tuple[str, ...] = ("pytest-of-",)) -> dict[str, object]:
     state: dict[str, object] = {key: _command(argv) for key, argv in COMMANDS.items()}
     state["sysctls"] = {key: _sysctl(key) for key in SYSCTLS}
+    state["ksm"] = {key: _read(ksm.KSM / key) for key in ksm.SETTINGS}
     state["etc_frr"] = _tree_digest(FRR_CONFIG_DIR)
     state["tmp"] = _tmp_entries(tmp_exclude)
     state["dev_null"] = stat.filemode(os.stat("/dev/null").st_mode)

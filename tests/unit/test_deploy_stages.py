@@ -30,6 +30,7 @@ class FakeRuntime:
     """Nodes are names in a set shared by every instance of one lab (like namespaces are)."""
 
     name = "fake"
+    cannot_share_memory = "fake nodes run nothing"
     nodes: ClassVar[dict[str, set[str]]] = {}
     failing: ClassVar[set[str]] = set()  # commands whose exit status is 1
 
