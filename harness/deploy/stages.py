@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from harness.converge import Convergence, wait_bfd_up, wait_converged
 from harness.deploy.context import LabContext
+from harness.deploy.memory import MemoryRoom
 from harness.errors import LabError
 from harness.links import impair
 from harness.links.bridge import join_bridge
@@ -96,12 +97,15 @@ def impair_links(lab: LabContext, progress: Progress) -> None:
 
 
 def start_nodes(lab: LabContext, progress: Progress) -> None:
-    """Each node's kind starts what it runs (FRR; a switch's agent; a host's sprayer)."""
+    """Each node's kind starts what it runs (FRR; a switch's agent; a host's sprayer), as long
+    as the host has memory for it (harness/deploy/memory.py)."""
     progress.stage("start", len(lab.plan.nodes))
     if lab.plan.share_memory:
         ksm.start_merging()
+    room = MemoryRoom(lab.plan)
 
     def start(name: str) -> None:
+        room.wait(lab.plan.node(name))
         lab.kind(name).start(lab, lab.plan.node(name))
         progress.advance(1)
 

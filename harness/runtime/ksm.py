@@ -19,7 +19,7 @@ import fcntl
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.build import built
@@ -35,6 +35,11 @@ TOOL = "fl-mergeable"
 PAGES_TO_SCAN = 1000
 SETTINGS = ("run", "pages_to_scan")
 SAVED = "ksm-host-settings.json"  # in the labs root, while a lab shares memory
+# ksmd is a kernel thread at nice 5: while 500 nodes started it got 2% of a core, merged
+# nothing new for minutes, and memory ran out. At the lowest real-time priority (below
+# fl-bfd's and fl-impair's) it takes what a batch costs and sleeps sleep_millisecs between
+# batches: ~0.15 of a core while fpf-64 merged.
+KSMD_PRIORITY = 1
 # An FRR node's memory unshared (PSS: fpf-64 49.4 MiB, 336 nodes 56.4): what `auto` reckons.
 MIB_PER_FRR_NODE = 56
 AUTO_SHARE_OF_AVAILABLE = 0.25
@@ -63,6 +68,19 @@ def merging_thread() -> list[int]:
             if name == "ksmd" and rest.split()[1] == "2":  # a child of kthreadd
                 found.append(int(pid))
     return found
+
+
+def scheduling(pid: int) -> tuple[int, int]:
+    """A thread's scheduling policy and real-time priority."""
+    return os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority
+
+
+def full_scans(ksm: Path = KSM) -> int:
+    """How many times ksmd has been through all mergeable memory (0 without KSM)."""
+    try:
+        return int((ksm / "full_scans").read_text())
+    except OSError:
+        return 0
 
 
 def mem_available_mib() -> float:
@@ -105,19 +123,24 @@ def _locked(root: Path) -> Iterator[Path]:
         yield root / SAVED
 
 
-def start_merging(ksm: Path = KSM, root: Path | None = None) -> None:
+def start_merging(ksm: Path = KSM, root: Path | None = None,
+                  ksmd: Callable[[], list[int]] = merging_thread) -> None:
     """Run ksmd for the lab's processes: the host's settings saved first, once for all labs."""
     with _locked(root or labs_root()) as saved:
         if not saved.exists():  # the first lab that shares memory: keep the host's values
-            host = {key: (ksm / key).read_text().strip() for key in SETTINGS}
+            host: dict[str, object] = {key: (ksm / key).read_text().strip() for key in SETTINGS}
+            host["ksmd"] = [scheduling(pid) for pid in ksmd()]
             tmp = saved.with_suffix(f".{os.getpid()}")
             tmp.write_text(json.dumps(host))
             tmp.rename(saved)
         (ksm / "pages_to_scan").write_text(str(PAGES_TO_SCAN))
         (ksm / "run").write_text("1")
+        for pid in ksmd():
+            os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(KSMD_PRIORITY))
 
 
-def stop_merging(still_sharing: bool, ksm: Path = KSM, root: Path | None = None) -> None:
+def stop_merging(still_sharing: bool, ksm: Path = KSM, root: Path | None = None,
+                 ksmd: Callable[[], list[int]] = merging_thread) -> None:
     """Put the host's KSM settings back once no lab shares memory (merged pages stay merged
     until their processes exit; `run` 0 only stops the thread)."""
     root = root or labs_root()
@@ -129,4 +152,6 @@ def stop_merging(still_sharing: bool, ksm: Path = KSM, root: Path | None = None)
         host = json.loads(saved.read_text())
         for key in SETTINGS:
             (ksm / key).write_text(host[key])
+        for pid, (policy, priority) in zip(ksmd(), host["ksmd"], strict=False):
+            os.sched_setscheduler(pid, policy, os.sched_param(priority))
         saved.unlink()
