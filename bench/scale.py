@@ -12,11 +12,16 @@ linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
 
 With `--bfd offload bfdd` the sizes run once per BFD engine, so each node's fl-bfd is measured
-against bfdd's own packet loop in the same run (harness/nodes/bfd). `--host-echo 50ms` adds
-BFD echo on the host links, as `labctl gen fpf --host-echo` does.
+against bfdd's own packet loop in the same run (harness/nodes/bfd); `--share-memory on off`
+likewise runs them with and without KSM merging what the nodes hold alike (the default, auto,
+shares from about 100 FRR nodes on a 24 GiB host: harness/runtime/ksm.py). Memory is shown
+twice: PSS per node (the processes' own pages, merged ones split among their sharers) and
+what the host gave the lab per node (the fall in MemAvailable, kernel state included).
+`--host-echo 50ms` adds BFD echo on the host links, as `labctl gen fpf --host-echo` does.
 
     sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64] [--bfd offload bfdd]
-                                         [--host-echo 50ms] [--idle 10] [--timeout 240]
+                                         [--share-memory auto] [--host-echo 50ms]
+                                         [--idle 10] [--timeout 240]
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ from harness.errors import FabricLabError  # noqa: E402
 from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
 from harness.kernel import neighbour_limit_raised  # noqa: E402
 from harness.lab import Lab  # noqa: E402
+from harness.runtime import ksm  # noqa: E402
 from harness.testing.footprint import footprint  # noqa: E402
 
 HOSTS_PER_LEAF = 16  # fpf-64's
 INSPECT_RUNS = 5
 COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node (MiB)",
-           "idle CPU (cores)", "inspect (s)")
+           "host/node (MiB)", "idle CPU (cores)", "inspect (s)")
 
 
 def params(hosts: int, bfd: str, host_echo: str | None = None) -> FpfParams:
@@ -51,25 +57,28 @@ def params(hosts: int, bfd: str, host_echo: str | None = None) -> FpfParams:
                      hosts=hosts, name=f"scale{hosts}", bfd=bfd, host_echo=host_echo)
 
 
-def measure(hosts: int, bfd: str, host_echo: str | None, idle_s: float, timeout: float
-            ) -> tuple[dict[str, float], dict[str, float]]:
+def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: float,
+            timeout: float) -> tuple[dict[str, float], dict[str, float]]:
     """The row of one size, and its idle CPU per command."""
-    lab = Lab(plan(params(hosts, bfd, host_echo)))
+    available = ksm.mem_available_mib()
+    lab = Lab(plan(params(hosts, bfd, host_echo)), share_memory=share)
     start = time.monotonic()
     with neighbour_limit_raised(lab.plan):
         try:
             converged = lab.deploy(timeout=timeout)
             seconds = time.monotonic() - start
             cost = footprint(lab, lab.node_names, idle_s)
+            host_mib = available - ksm.mem_available_mib()
             inspect_s = time_inspect(lab.plan.name)
             dropped = sessions_dropped(lab)
         finally:
             lab.destroy()
     n = len(lab.plan.nodes)
     return {**dict(zip(COLUMNS, (n, converged.sessions_total, seconds, cost.rss_mib / n,
-                                 cost.pss_mib / n, cost.cpu_cores, inspect_s), strict=True)),
-            "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold
-            }, cost.cpu_by_command
+                                 cost.pss_mib / n, host_mib / n, cost.cpu_cores, inspect_s),
+                       strict=True)),
+            "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold,
+            "shared": lab.plan.share_memory}, cost.cpu_by_command
 
 
 def sessions_dropped(lab: Lab) -> int:
@@ -99,23 +108,24 @@ def exponent(sizes: list[float], costs: list[float]) -> float:
             / sum((x - mx) ** 2 for x in xs))
 
 
-def run_sizes(hosts: list[int], bfd: str, host_echo: str | None, idle_s: float,
+def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idle_s: float,
               timeout: float) -> None:
     echo = f", echo every {host_echo} on host links" if host_echo else ""
-    print(f"BFD in {bfd}{echo}:\n{'hosts':>6} " + " ".join(f"{c:>16}" for c in COLUMNS),
-          flush=True)
+    print(f"BFD in {bfd}{echo}, --share-memory {share}:\n{'hosts':>6} "
+          + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
     rows: list[dict[str, float]] = []
     idle_by_command: dict[str, float] = {}
     for n in sorted(hosts):
         try:
-            row, idle_by_command = measure(n, bfd, host_echo, idle_s, timeout)
+            row, idle_by_command = measure(n, bfd, share, host_echo, idle_s, timeout)
         except FabricLabError as exc:
             print(f"{n:>6} did not converge within {timeout:.0f} s: {exc}")
             break
         rows.append(row)
         print(f"{n:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
-        print(f"{'':>6} BGP timers {row['keepalive']:.0f} s / {row['hold']:.0f} s; session "
-              f"ends dropped since the deploy began: {row['dropped']:.0f}")
+        print(f"{'':>6} memory {'shared' if row['shared'] else 'not shared'}; BGP timers "
+              f"{row['keepalive']:.0f} s / {row['hold']:.0f} s; session ends dropped since the "
+              f"deploy began: {row['dropped']:.0f}")
     if rows:
         print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
             f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))
@@ -136,6 +146,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     parser.add_argument("--bfd", choices=BFD_ENGINES, nargs="+", default=[BFD_ENGINES[0]])
+    parser.add_argument("--share-memory", choices=ksm.CHOICES, nargs="+", default=["auto"])
     parser.add_argument("--host-echo", metavar="INTERVAL",
                         help="BFD echo on host links, as `labctl gen fpf --host-echo`")
     parser.add_argument("--idle", type=float, default=10.0, metavar="S")
@@ -144,7 +155,8 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("bench/scale.py needs root")
     for bfd in args.bfd:
-        run_sizes(args.hosts, bfd, args.host_echo, args.idle, args.timeout)
+        for share in args.share_memory:
+            run_sizes(args.hosts, bfd, share, args.host_echo, args.idle, args.timeout)
     return 0
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import FrameType
 
 from harness.runtime.scratch import scratch_netns
 from harness.topology.plan import LabPlan
@@ -181,10 +183,12 @@ def neighbour_room(plan: LabPlan) -> str | None:
 @contextlib.contextmanager
 def neighbour_limit_raised(plan: LabPlan) -> Iterator[None]:
     """For a bench's run only: raise the host's neighbour limits so the lab fits, and put the
-    old values back (a lab deployed by hand gets the sysctl to run instead)."""
+    old values back (a lab deployed by hand gets the sysctl to run instead), also when the
+    bench is stopped with SIGTERM (`timeout`, kill), which would otherwise skip `finally`."""
     keys = ("gc_thresh1", "gc_thresh2", "gc_thresh3")
     old = {table: {key: (table.limits / key).read_text().strip() for key in keys}
            for table in NEIGHBOUR_TABLES}
+    on_sigterm = signal.signal(signal.SIGTERM, _unwind)
     try:
         for table in NEIGHBOUR_TABLES:
             need = 4 * table.need(plan)
@@ -197,3 +201,8 @@ def neighbour_limit_raised(plan: LabPlan) -> Iterator[None]:
         for table, values in old.items():
             for key, value in values.items():
                 (table.limits / key).write_text(value)
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _unwind(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # as Ctrl-C: a deploy rolls back, every `finally` runs
