@@ -45,6 +45,8 @@ class MemoryRoom:
         need = ksm.MIB_PER_FRR_NODE if node.runs_frr else 0
         with self._lock:
             best, scans = ksm.mem_available_mib(), ksm.full_scans()
+            if best < self.reserve_mib + need and self.plan.share_memory:
+                ksm.start_merging()  # at the deploy's rate, whatever another lab set
             while (available := ksm.mem_available_mib()) < self.reserve_mib + need:
                 if available > best:
                     best, scans = available, ksm.full_scans()

@@ -133,12 +133,16 @@ def converge(timeout: float) -> Stage:
         deadline = time.monotonic() + timeout
         progress.stage("converging", len(lab.plan.sessions) + sum(
             len(n) for n in declared(lab).values()))
-        converged = wait_converged(lab, timeout, progress.converge)
-        with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
-            list(pool.map(lambda node: attach_bfd(lab, node), lab.plan.nodes))
-        wait_bfd_up(lab, timeout=max(1.0, deadline - time.monotonic()))
-        if spraying_hosts(lab.plan):
-            wait_spray(lab, timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            converged = wait_converged(lab, timeout, progress.converge)
+            with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
+                list(pool.map(lambda node: attach_bfd(lab, node), lab.plan.nodes))
+            wait_bfd_up(lab, timeout=max(1.0, deadline - time.monotonic()))
+            if spraying_hosts(lab.plan):
+                wait_spray(lab, timeout=max(1.0, deadline - time.monotonic()))
+        finally:  # converged or kept for a look: the deploy is over
+            if lab.plan.share_memory:
+                ksm.merge_slowly()
         return converged
     return Stage("converge", run, rolls_back=False)
 

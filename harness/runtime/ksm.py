@@ -29,10 +29,13 @@ from harness.topology.plan import LabPlan
 
 KSM = Path("/sys/kernel/mm/ksm")
 TOOL = "fl-mergeable"
-# Pages scanned per wake-up (every sleep_millisecs, 20 by default): fpf-64 merged within a
-# minute of its deploy, and the thread idled at 0.05-0.06 of a core over it (0.15 while it
-# merged). The kernel's default, 100, would take ten times as long.
-PAGES_TO_SCAN = 1000
+# Pages scanned per wake-up (every sleep_millisecs, 20 by default). While nodes start, fast
+# enough to keep up with them: fpf-64 merged within a minute of its deploy, ksmd taking
+# ~0.15 of a core (504 nodes: 0.2). Once the lab converged, what is left to merge is what
+# changes slowly (routes, sessions), and the rate drops to what costs little: it scans
+# whether or not anything merges.
+DEPLOY_PAGES_TO_SCAN = 1000
+IDLE_PAGES_TO_SCAN = 200
 SETTINGS = ("run", "pages_to_scan")
 SAVED = "ksm-host-settings.json"  # in the labs root, while a lab shares memory
 # ksmd is a kernel thread at nice 5: while 500 nodes started it got 2% of a core, merged
@@ -133,10 +136,18 @@ def start_merging(ksm: Path = KSM, root: Path | None = None,
             tmp = saved.with_suffix(f".{os.getpid()}")
             tmp.write_text(json.dumps(host))
             tmp.rename(saved)
-        (ksm / "pages_to_scan").write_text(str(PAGES_TO_SCAN))
+        (ksm / "pages_to_scan").write_text(str(DEPLOY_PAGES_TO_SCAN))
         (ksm / "run").write_text("1")
         for pid in ksmd():
             os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(KSMD_PRIORITY))
+
+
+def merge_slowly(ksm: Path = KSM, root: Path | None = None) -> None:
+    """The idle rate, once a lab's deploy is over (a later start that must wait for memory
+    calls start_merging again)."""
+    with _locked(root or labs_root()) as saved:
+        if saved.exists():  # still ours
+            (ksm / "pages_to_scan").write_text(str(IDLE_PAGES_TO_SCAN))
 
 
 def stop_merging(still_sharing: bool, ksm: Path = KSM, root: Path | None = None,

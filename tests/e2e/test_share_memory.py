@@ -93,14 +93,15 @@ def test_every_process_of_the_shared_lab_and_none_of_the_other_runs_mergeable(
 
 def test_ksm_merges_most_of_the_bgpds_within_a_few_scans(labs: tuple[Lab, Lab]) -> None:
     """ksmd merges a page on the second scan that finds it unchanged; a scan of all mergeable
-    memory takes (its pages / PAGES_TO_SCAN) wake-ups of sleep_millisecs each. Measured:
+    memory takes (its pages / pages_to_scan) wake-ups of sleep_millisecs each. Measured:
     ~80% of an idle bgpd's pages merge (its command graph, its northbound tree); one still
     busy with its sessions can be below half for a while, so the bound is on them all."""
     shared, _ = labs
     pids = processes(shared)
     anon = {pid: anonymous_pages(pid) for pid in pids}
     wake_s = int((ksm.KSM / "sleep_millisecs").read_text()) / 1000
-    scan_s = sum(anon.values()) / ksm.PAGES_TO_SCAN * wake_s
+    assert int((ksm.KSM / "pages_to_scan").read_text()) == ksm.IDLE_PAGES_TO_SCAN  # deployed
+    scan_s = sum(anon.values()) / ksm.IDLE_PAGES_TO_SCAN * wake_s
     deadline = time.monotonic() + max(10.0, 6 * scan_s)  # three scans, at half speed under load
     bgpds = [pid for pid in pids if command(pid) == "bgpd"]
     assert len(bgpds) == len(shared.node_names)

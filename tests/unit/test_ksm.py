@@ -78,7 +78,9 @@ def test_the_host_settings_come_back_once_the_last_sharing_lab_is_gone(
     root = tmp_path / "labs"
     ksm.start_merging(sysfs, root, NO_THREAD)
     assert (sysfs / "run").read_text() == "1"
-    assert (sysfs / "pages_to_scan").read_text() == str(ksm.PAGES_TO_SCAN)
+    assert (sysfs / "pages_to_scan").read_text() == str(ksm.DEPLOY_PAGES_TO_SCAN)
+    ksm.merge_slowly(sysfs, root)
+    assert (sysfs / "pages_to_scan").read_text() == str(ksm.IDLE_PAGES_TO_SCAN)
     ksm.start_merging(sysfs, root, NO_THREAD)  # a second lab: the host's values stay the ones saved
     assert json.loads((root / ksm.SAVED).read_text()) == {"run": "0", "pages_to_scan": "100",
                                                           "ksmd": []}
@@ -99,9 +101,12 @@ def test_a_host_that_ran_ksm_already_keeps_it_running(sysfs: Path, tmp_path: Pat
     assert (sysfs / "pages_to_scan").read_text() == "250"
 
 
-def test_stopping_with_nothing_saved_touches_nothing(sysfs: Path, tmp_path: Path) -> None:
+def test_with_nothing_saved_neither_rate_nor_stop_touches_anything(
+        sysfs: Path, tmp_path: Path) -> None:
     (sysfs / "run").write_text("1\n")  # someone else's KSM
     root = tmp_path / "labs"
+    ksm.merge_slowly(sysfs, root)
     ksm.stop_merging(still_sharing=False, ksm=sysfs, root=root, ksmd=NO_THREAD)
     assert (sysfs / "run").read_text() == "1\n"
-    assert not root.exists()
+    assert (sysfs / "pages_to_scan").read_text() == "100\n"
+    assert not (root / ksm.SAVED).exists()

@@ -18,9 +18,9 @@ from tests.conftest import TOPOLOGIES
 TOTAL_MIB = 10_000  # a reserve of 1,000 MiB
 
 
-def host(monkeypatch: pytest.MonkeyPatch, available: list[float], scans: list[int]) -> None:
+def host(monkeypatch: pytest.MonkeyPatch, available: list[float], scans: list[int]) -> list[str]:
     """Memory available and KSM's full scans as successive reads return them (the last
-    repeats)."""
+    repeats); returns what was asked of KSM."""
     def reads(values: list) -> Iterator:
         yield from values
         while True:
@@ -30,6 +30,9 @@ def host(monkeypatch: pytest.MonkeyPatch, available: list[float], scans: list[in
     monkeypatch.setattr(ksm, "mem_available_mib", lambda: next(mem))
     monkeypatch.setattr(ksm, "full_scans", lambda: next(full))
     monkeypatch.setattr(memory, "POLL_S", 0)
+    asked: list[str] = []
+    monkeypatch.setattr(ksm, "start_merging", lambda: asked.append("deploy rate"))
+    return asked
 
 
 def pair(share: bool) -> LabPlan:
@@ -57,10 +60,11 @@ def test_without_sharing_a_full_host_fails_at_once_saying_how_to_fix_it(
 
 def test_a_shared_lab_waits_while_ksm_gives_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
     # ten scans pass while it waits, but memory keeps coming back
-    host(monkeypatch, [900, 900, 950, 1000, 1040, 1100], [0, 0, 3, 6, 9, 10])
+    asked = host(monkeypatch, [900, 900, 950, 1000, 1040, 1100], [0, 0, 3, 6, 9, 10])
     room = memory.MemoryRoom(pair(share=True))
     room.wait(room.plan.node("r2"))
     assert room.started == 1
+    assert asked == ["deploy rate"]  # whatever rate another lab left ksmd at
 
 
 def test_a_shared_lab_gives_up_after_two_scans_without_memory_back(
