@@ -12,6 +12,7 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.kernel import features, tools
 from harness.links.impair.backend import describe_path
+from harness.runtime import ksm
 
 out = make_console()
 
@@ -35,12 +36,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=doctor)
 
 
+def memory_sharing() -> str:
+    """Whether big labs can share their memory here (harness/runtime/ksm.py)."""
+    why = ksm.unsupported()
+    return f"no: {why}" if why else ("yes (KSM; `deploy --share-memory auto` shares a lab "
+                                     "whose FRR nodes would take over a quarter of the memory "
+                                     "available)")
+
+
 def doctor(args: argparse.Namespace) -> int:
     feats, found = features(), tools()
     if args.json:
         print(json.dumps({"kernel": platform.release(), "features": [asdict(f) for f in feats],
                           "tools": [asdict(t) for t in found],
-                          "impairment_path": describe_path()}, indent=2))
+                          "impairment_path": describe_path(),
+                          "memory_sharing": memory_sharing()}, indent=2))
         return 0
     table = Table(title=f"kernel {platform.release()}: features (each probed in a scratch netns)")
     for column in ("feature", "available", "detail / consequence"):
@@ -56,4 +66,5 @@ def doctor(args: argparse.Namespace) -> int:
         table.add_row(t.name, t.path or "[red]missing[/]", t.version)
     out.print(table)
     out.print(f"impaired links will use: {describe_path()}", highlight=False)
+    out.print(f"big labs can share their memory: {memory_sharing()}", highlight=False)
     return 0

@@ -17,6 +17,7 @@ from harness.deploy.stages import Progress
 from harness.errors import LabError
 from harness.lab import Lab
 from harness.paths import lab_dir
+from harness.runtime import ksm
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl
 from harness.testing.hoststate import differences, snapshot
@@ -160,3 +161,6 @@ def test_doctor_reports_every_probe_with_its_evidence() -> None:
         assert isinstance(f["available"], bool) and f["detail"]
         assert (f["detail"] == "works") == f["available"]
     assert any(t["name"] == "frr" and t["path"] for t in report["tools"])
+    # a kernel with KSM since 6.4 has the merge flag, and recent ones keep it across exec
+    assert report["memory_sharing"].startswith("yes") == (ksm.KSM / "run").exists(), \
+        report["memory_sharing"]
