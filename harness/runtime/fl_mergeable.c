@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #ifndef PR_SET_MEMORY_MERGE
-#define PR_SET_MEMORY_MERGE 67 /* Linux 6.4; kept across execve since 6.9 */
+#define PR_SET_MEMORY_MERGE 67 /* Linux 6.4; kept across execve since 6.7 */
 #endif
 
 int main(int argc, char **argv)
