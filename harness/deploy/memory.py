@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 from harness.errors import LabError
 from harness.runtime import ksm
@@ -25,19 +24,12 @@ POLL_S = 0.5
 SCANS_WITHOUT_GAIN = 2
 
 
-def mem_total_mib() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) / 1024
-    raise LabError("/proc/meminfo has no MemTotal")
-
-
 class MemoryRoom:
     """One per deploy, shared by the start workers: while one waits, the others queue."""
 
     def __init__(self, plan: LabPlan) -> None:
         self.plan = plan
-        self.reserve_mib = RESERVE_SHARE * mem_total_mib()
+        self.reserve_mib = RESERVE_SHARE * ksm.meminfo_mib("MemTotal")
         self.started = 0
         self._lock = threading.Lock()
 

@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 
 from harness.build import built
@@ -62,8 +63,10 @@ def unsupported(ksm: Path = KSM) -> str | None:
     return None
 
 
+@cache
 def merging_thread() -> list[int]:
-    """The pid of the kernel's `ksmd` (its CPU is what sharing a lab's memory costs)."""
+    """The pid of the kernel's `ksmd` (its CPU is what sharing a lab's memory costs): a
+    kernel thread's, fixed until the host reboots."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError):
@@ -86,11 +89,16 @@ def full_scans(ksm: Path = KSM) -> int:
         return 0
 
 
-def mem_available_mib() -> float:
+def meminfo_mib(field: str) -> float:
+    """A line of /proc/meminfo (MemAvailable, MemTotal), in MiB."""
     for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise LabError("/proc/meminfo has no MemAvailable")
+    raise LabError(f"/proc/meminfo has no {field}")
+
+
+def mem_available_mib() -> float:
+    return meminfo_mib("MemAvailable")
 
 
 def decide(plan: LabPlan, choice: str, runtime_can: str | None) -> tuple[bool, str | None]:

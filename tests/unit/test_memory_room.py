@@ -26,7 +26,7 @@ def host(monkeypatch: pytest.MonkeyPatch, available: list[float], scans: list[in
         while True:
             yield values[-1]
     mem, full = reads(available), reads(scans)
-    monkeypatch.setattr(memory, "mem_total_mib", lambda: TOTAL_MIB)
+    monkeypatch.setattr(ksm, "meminfo_mib", lambda field: {"MemTotal": TOTAL_MIB}[field])
     monkeypatch.setattr(ksm, "mem_available_mib", lambda: next(mem))
     monkeypatch.setattr(ksm, "full_scans", lambda: next(full))
     monkeypatch.setattr(memory, "POLL_S", 0)
