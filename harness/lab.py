@@ -108,8 +108,8 @@ def destroy_lab(name: str) -> bool:
     for path in [*journal.paths(), *frr_leftovers(name)]:
         shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
-    ksm.stop_merging(still_sharing=any(getattr(plan_of(lab), "share_memory", False)
-                                       for lab in lab_names()))
+    ksm.stop_merging(still_sharing=lambda: any(getattr(plan_of(lab), "share_memory", False)
+                                               for lab in lab_names()))
     if survivors:
         raise LabError(f"lab {name}: processes {survivors} did not exit after SIGKILL (stuck in "
                        "the kernel?); everything else was removed, run destroy again later")

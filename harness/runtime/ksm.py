@@ -158,15 +158,16 @@ def merge_slowly(ksm: Path = KSM, root: Path | None = None) -> None:
             (ksm / "pages_to_scan").write_text(str(IDLE_PAGES_TO_SCAN))
 
 
-def stop_merging(still_sharing: bool, ksm: Path = KSM, root: Path | None = None,
+def stop_merging(still_sharing: Callable[[], bool], ksm: Path = KSM, root: Path | None = None,
                  ksmd: Callable[[], list[int]] = merging_thread) -> None:
     """Put the host's KSM settings back once no lab shares memory (merged pages stay merged
-    until their processes exit; `run` 0 only stops the thread)."""
+    until their processes exit; `run` 0 only stops the thread). `still_sharing` is asked
+    only when there is something to put back, under the lock."""
     root = root or labs_root()
     if not (root / SAVED).exists():  # nothing of ours to undo
         return
     with _locked(root) as saved:
-        if still_sharing or not saved.exists():
+        if not saved.exists() or still_sharing():
             return
         host = json.loads(saved.read_text())
         for key in SETTINGS:

@@ -84,9 +84,9 @@ def test_the_host_settings_come_back_once_the_last_sharing_lab_is_gone(
     ksm.start_merging(sysfs, root, NO_THREAD)  # a second lab: the host's values stay the ones saved
     assert json.loads((root / ksm.SAVED).read_text()) == {"run": "0", "pages_to_scan": "100",
                                                           "ksmd": []}
-    ksm.stop_merging(still_sharing=True, ksm=sysfs, root=root, ksmd=NO_THREAD)
+    ksm.stop_merging(still_sharing=lambda: True, ksm=sysfs, root=root, ksmd=NO_THREAD)
     assert (sysfs / "run").read_text() == "1"
-    ksm.stop_merging(still_sharing=False, ksm=sysfs, root=root, ksmd=NO_THREAD)
+    ksm.stop_merging(still_sharing=lambda: False, ksm=sysfs, root=root, ksmd=NO_THREAD)
     assert (sysfs / "run").read_text() == "0"
     assert (sysfs / "pages_to_scan").read_text() == "100"
     assert not (root / ksm.SAVED).exists()
@@ -96,7 +96,7 @@ def test_a_host_that_ran_ksm_already_keeps_it_running(sysfs: Path, tmp_path: Pat
     (sysfs / "run").write_text("1\n")
     (sysfs / "pages_to_scan").write_text("250\n")
     ksm.start_merging(sysfs, tmp_path, NO_THREAD)
-    ksm.stop_merging(still_sharing=False, ksm=sysfs, root=tmp_path, ksmd=NO_THREAD)
+    ksm.stop_merging(still_sharing=lambda: False, ksm=sysfs, root=tmp_path, ksmd=NO_THREAD)
     assert (sysfs / "run").read_text() == "1"
     assert (sysfs / "pages_to_scan").read_text() == "250"
 
@@ -106,7 +106,7 @@ def test_with_nothing_saved_neither_rate_nor_stop_touches_anything(
     (sysfs / "run").write_text("1\n")  # someone else's KSM
     root = tmp_path / "labs"
     ksm.merge_slowly(sysfs, root)
-    ksm.stop_merging(still_sharing=False, ksm=sysfs, root=root, ksmd=NO_THREAD)
+    ksm.stop_merging(still_sharing=lambda: False, ksm=sysfs, root=root, ksmd=NO_THREAD)
     assert (sysfs / "run").read_text() == "1\n"
     assert (sysfs / "pages_to_scan").read_text() == "100\n"
     assert not (root / ksm.SAVED).exists()
