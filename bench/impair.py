@@ -21,11 +21,11 @@ import time
 from harness.build import REPO
 from harness.lab import Lab
 from harness.links import impair
-from harness.links.fibre import one_way_delay_us
 from harness.links.impair import engine
 from harness.links.impair.backend import select_backend
 from harness.stats import spread
 from harness.topology.augment import augment
+from harness.topology.fibre import one_way_delay_us
 from harness.topology.loader import load_file
 from harness.topology.plan import Endpoint, Impairment
 from harness.traffic.analysis import FlowResult

@@ -47,6 +47,8 @@ def node_dir(lab: str, node: str) -> Path:
 
 
 FRR_RUN = "run"  # a node's FRR sockets and pid files, inside its node directory
+FRR_SBIN = Path("/usr/lib/frr")  # the daemons of Debian's frr package
+FRR_STATE = Path("/var/run/frr")  # where they keep a pathspace's sockets by default
 
 
 def frr_run_dir(lab: str, node: str) -> Path:
@@ -65,6 +67,11 @@ def lab_netns_prefix(lab: str) -> str:
 def frr_pathspace(lab: str, node: str) -> str:
     """FRR's `-N` refuses dots, so the pathspace spells the namespace name with colons."""
     return netns_name(lab, node).replace(".", ":")
+
+
+def bfdd_socket(lab: str, node: str) -> Path:
+    """bfdd's control socket, where it tells subscribers each session's state."""
+    return FRR_STATE / frr_pathspace(lab, node) / "bfdd.sock"
 
 
 BFD_SOCKETS = Path("/run/fl-bfd")

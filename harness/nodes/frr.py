@@ -24,7 +24,7 @@ from harness.nodes.bfd.offload import ENGINE, bfdd_args, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
-from harness.paths import FRR_RUN, bfd_socket_dirs, frr_pathspace
+from harness.paths import FRR_RUN, FRR_SBIN, FRR_STATE, bfd_socket_dirs, frr_pathspace
 from harness.runtime.journal import Journal
 from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan
@@ -33,8 +33,6 @@ from harness.topology.render import bfd_attachment, render_frr
 if TYPE_CHECKING:
     from harness.deploy.context import LabContext
 
-FRR_SBIN = Path("/usr/lib/frr")
-FRR_STATE = Path("/var/run/frr")
 DAEMONS = ("zebra", "bgpd", "staticd", "bfdd")
 START_TIMEOUT_S = 20.0
 ANSWER_TIMEOUT_S = 30.0

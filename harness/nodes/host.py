@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from harness.nodes.bfd.offload import feed_path
 from harness.nodes.frr import FrrKind, worse_state
+from harness.paths import bfdd_socket
 from harness.spray.control import spray_status, start_sprayer
 from harness.topology.plan import NodePlan
 
@@ -18,14 +20,23 @@ class HostKind(FrrKind):
 
     def start(self, lab: LabContext, node: NodePlan) -> None:
         super().start(lab, node)
-        start_sprayer(lab, node)
+        start_sprayer(lab, node, bfd_news(lab, node))
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         super().restart(lab, node)
-        start_sprayer(lab, node)
+        start_sprayer(lab, node, bfd_news(lab, node))
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """Adds columns `nics` and `planes`."""
         status = super().status(lab, node)
         spray = spray_status(lab, node)
         return {**status, **spray, "state": worse_state(status["state"], spray["state"])}
+
+
+def bfd_news(lab: LabContext, node: NodePlan) -> dict[str, str]:
+    """Where the sprayer hears of its planes' BFD sessions: the offload engine's feed when the
+    lab runs one, else bfdd's own control socket."""
+    frr = lab.frr(node.name)
+    if frr.bfd_dir is not None:
+        return {"engine": str(feed_path(frr.bfd_dir))}
+    return {"bfdd": str(bfdd_socket(lab.plan.name, node.name))}

@@ -13,8 +13,14 @@ from pathlib import Path
 
 from harness.build import built
 from harness.errors import LabError
-from harness.nodes.frr import FRR_SBIN
-from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_netns_prefix, netns_name
+from harness.paths import (
+    FRR_SBIN,
+    NETNS_PREFIX,
+    frr_run_dir,
+    is_lab_name,
+    lab_netns_prefix,
+    netns_name,
+)
 from harness.runtime import ksm
 from harness.runtime.journal import Journal, process_start_time
 from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns

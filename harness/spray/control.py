@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
-from harness.nodes.bfd.offload import feed_path
-from harness.nodes.frr import FRR_STATE
-from harness.paths import frr_pathspace
 from harness.spray import probe, schedule
 from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
@@ -71,14 +68,12 @@ def probe_config(lab: LabContext, node: NodePlan) -> dict[str, Any] | None:
                                                        if a] for p in peers}}
 
 
-def start_sprayer(lab: LabContext, node: NodePlan) -> None:
-    """Start the host's agent detached; the runtime records it so destroy ends it."""
+def start_sprayer(lab: LabContext, node: NodePlan, bfd: dict[str, str]) -> None:
+    """Start the host's agent detached; the runtime records it so destroy ends it. `bfd`:
+    where it hears of BFD sessions, {"engine": feed} or {"bfdd": bfdd's control socket}."""
     workdir = lab.node_dir(node.name)
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / CONFIG_FILE
-    frr = lab.frr(node.name)
-    bfd = {"engine": str(feed_path(frr.bfd_dir))} if frr.bfd_dir is not None else \
-        {"bfdd": str(FRR_STATE / frr_pathspace(lab.plan.name, node.name) / "bfdd.sock")}
     config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
                                   "state_file": str(workdir / STATE_FILE), "bfd": bfd,
                                   "probe": probe_config(lab, node)}))

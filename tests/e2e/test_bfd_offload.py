@@ -17,8 +17,8 @@ from harness.converge import poll_until
 from harness.faults.injector import Faults
 from harness.lab import Lab
 from harness.nodes.bfd.offload import ENGINE, tick_ms
-from harness.nodes.frr import FRR_STATE, attach_bfd
-from harness.paths import LAB_NAME_MAX, frr_pathspace
+from harness.nodes.frr import attach_bfd
+from harness.paths import LAB_NAME_MAX, bfdd_socket
 from harness.spray.bfd import BfdWatch
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
@@ -85,7 +85,7 @@ def bfd_port_owners(lab: Lab, node: str) -> set[str]:
 
 def watch(lab: Lab, node: str) -> BfdWatch:
     """bfdd's control socket: every state change the instant bfdd learns it."""
-    return BfdWatch(str(FRR_STATE / frr_pathspace(lab.plan.name, node) / "bfdd.sock"))
+    return BfdWatch(str(bfdd_socket(lab.plan.name, node)))
 
 
 def seconds_until_all(bfd: BfdWatch, up: bool, sessions: int, timeout: float) -> float:

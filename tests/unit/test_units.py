@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.links.fibre import FIBRE_US_PER_KM, one_way_delay_us
+from harness.topology.fibre import FIBRE_US_PER_KM, one_way_delay_us
 from harness.topology.units import (
     format_duration_us,
     format_rate_bps,
