@@ -5,7 +5,8 @@ shell script, same topology, same run.
 Builds a ~100-node Clos (nodes + veth links + addresses, no routing daemons) each way, each as
 a fresh process so interpreter start-up counts for everyone, and prints the ratios: goals
 netns >= 3x faster than Mininet and within 2x of the shell floor, docker within 3x of netns
-(docker runs when a dockerd answers and `make images` built this checkout's images). Then
+(docker runs when a dockerd answers and `make images` built this checkout's images), with
+docker's own floor and what bounds it: the host CPU one bare container costs. Then
 deploys the same topology with FRR on each runtime and prints deploy/convergence time and
 memory per node.
 
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,20 +125,70 @@ def docker_ready(plan: LabPlan) -> str | None:
     return None
 
 
-def run_docker_floor(nodes: int) -> float:
+TICK = os.sysconf("SC_CLK_TCK")
+# comm -> who; a shim's comm is its name cut to 15 characters, and it waits for runc
+DOCKER_DAEMONS = {"dockerd": "dockerd", "containerd": "containerd",
+                  "containerd-shim": "shims and runc"}
+
+
+@dataclass(frozen=True)
+class FloorCost:
+    """Host CPU that starting one bare container took, in ms, by who spent it."""
+
+    total_ms: float
+    by_who: dict[str, float]  # docker's daemons; the rest is kernel work, runc's init, caller
+
+
+def host_busy_s() -> float:
+    """CPU time all cores spent busy since boot (not idle, not waiting for I/O)."""
+    times = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(times) - times[3] - times[4]) / TICK
+
+
+def daemon_cpu_s() -> dict[int, tuple[str, float]]:
+    """pid -> (who, CPU s) of docker's daemons, with the children they waited for (runc)."""
+    found = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            comm = Path(f"/proc/{entry}/comm").read_text().strip()
+            who = DOCKER_DAEMONS.get(comm)
+            if who is not None:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                found[int(entry)] = who, sum(int(v) for v in fields[11:15]) / TICK
+    return found
+
+
+def run_docker_floor(nodes: int) -> tuple[float, FloorCost]:
     """What docker itself takes for this many nodes: as many bare containers of the switch
     image started as labctl starts them (Engine API, networking disabled, same parallelism),
-    nothing wired or run in them."""
+    nothing wired or run in them; the time, and the host CPU each container cost."""
     image = images.resolve(f"{images.REPOSITORY}/switch")
     names = [f"fl-bench-floor-{i}" for i in range(nodes)]
     bare = {"HostConfig": {"NetworkMode": "none"}}
-    start = time.perf_counter()
+    daemons, busy, start = daemon_cpu_s(), host_busy_s(), time.perf_counter()
     try:
         with ThreadPoolExecutor(max_workers=CREATE_WORKERS) as pool:
             list(pool.map(lambda name: docker_engine.run_container(name, image, bare), names))
-        return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        by_who: dict[str, float] = dict.fromkeys(DOCKER_DAEMONS.values(), 0.0)
+        for pid, (who, cpu) in daemon_cpu_s().items():
+            by_who[who] += (cpu - daemons.get(pid, (who, 0.0))[1]) * 1000 / nodes
+        return seconds, FloorCost((host_busy_s() - busy) * 1000 / nodes, by_who)
     finally:
         docker("rm", "--force", *names, check=False)
+
+
+def floor_bound(cost: FloorCost, nodes: int, netns_s: float) -> str:
+    """Why docker's floor is what it is: each container's CPU, spread over every core, is
+    the least time `nodes` of them can take, whatever starts them."""
+    cores = os.cpu_count() or 1
+    least = cost.total_ms * nodes / 1000 / cores
+    who = ", ".join(f"{w} {ms:.0f}" for w, ms in cost.by_who.items())
+    rest = cost.total_ms - sum(cost.by_who.values())
+    return (f"docker's floor costs {cost.total_ms:.0f} ms of host CPU per container ({who}, "
+            f"the rest {rest:.0f}: kernel work, runc's init in each container, the caller): "
+            f"on {cores} cores, {nodes} containers take "
+            f"at least {least:.2f} s, {least / netns_s:.2f}x netns's whole deploy")
 
 
 def run_shell(plan: LabPlan, workdir: Path) -> float:
@@ -214,12 +266,15 @@ def main() -> int:
           f"({2 * len(plan.links)} addressed interfaces), {args.rounds} rounds, median shown")
     results: dict[str, list[float]] = {"netns": [], "docker": [], "docker-floor": [],
                                        "shell": [], "mininet": []}
+    floor_costs: list[FloorCost] = []
     no_docker = docker_ready(plan)
     for _ in range(args.rounds):
         results["netns"].append(run_labctl(topology))
         if no_docker is None:
             results["docker"].append(run_labctl(topology, "docker"))
-            results["docker-floor"].append(run_docker_floor(len(plan.nodes)))
+            seconds, cost = run_docker_floor(len(plan.nodes))
+            results["docker-floor"].append(seconds)
+            floor_costs.append(cost)
         results["shell"].append(run_shell(plan, workdir))
         mininet = run_mininet(plan, workdir)
         if mininet is not None:
@@ -235,6 +290,8 @@ def main() -> int:
               f"is {med['docker-floor'] / med['netns']:.2f}x)")
         print(f"docker vs its floor:   {med['docker'] / med['docker-floor']:.2f}x the "
               "floor's time")
+        median_cost = sorted(floor_costs, key=lambda c: c.total_ms)[len(floor_costs) // 2]
+        print(floor_bound(median_cost, len(plan.nodes), med["netns"]))
     else:
         print(f"no docker runtime this run: {no_docker}")
     if "mininet" in med:
