@@ -72,6 +72,13 @@ class ExecProcess(subprocess.Popen):
                           'echo $$ > "$0"; exec "$@"', str(pidfile), *argv],
                          **kwargs)  # type: ignore[call-overload]
 
+    def wait(self, timeout: float | None = None) -> int:
+        """Once the command has ended, its pid file is of no more use: a lab that runs
+        traffic for hours would otherwise gather one per command."""
+        code = super().wait(timeout)
+        self._pidfile.unlink(missing_ok=True)
+        return code
+
     def send_signal(self, sig: int) -> None:
         if self.poll() is not None:
             return

@@ -5,6 +5,8 @@ listed capabilities, and every process of the lab inside its node's container.""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +66,21 @@ def test_processes_hold_only_the_listed_capabilities(lab: Lab) -> None:
             assert bounding & ~allowed == 0, (node, pid, hex(bounding))
             seen += 1
     assert seen >= 4 * len(lab.node_names)  # FRR's daemons at least, on every node
+
+
+def test_a_finished_command_leaves_no_pid_file(lab: Lab) -> None:
+    """The pid file lets terminate() reach the command in the container; once it has ended,
+    it goes."""
+    node = lab.node_names[0]
+    files = lab.runtime.dir / "nodes" / node / "exec"
+    before = set(files.glob("*.pid"))
+    proc = lab.runtime.popen(node, ["sleep", "0.5"], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not set(files.glob("*.pid")) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert set(files.glob("*.pid")) - before, "the command wrote no pid file"
+    assert proc.wait(timeout=10) == 0
+    assert set(files.glob("*.pid")) == before
 
 
 def test_every_process_of_the_lab_is_in_its_nodes_container(lab: Lab) -> None:
