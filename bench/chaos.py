@@ -4,6 +4,7 @@ long version of the e2e chaos test (harness/testing/chaos.py). Exits 1 if any tr
 something behind; prints the seed to replay it.
 
     sudo .venv/bin/python bench/chaos.py --trials 100 [--seed N] [--topology FILE]
+        [--runtime netns|docker|mininet] [--share-memory auto|on|off]
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.runtime import RUNTIMES  # noqa: E402
+from harness.runtime import RUNTIMES, ksm  # noqa: E402
 from harness.testing import chaos  # noqa: E402
 
 
@@ -27,12 +28,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=random.SystemRandom().randrange(10**6))
     parser.add_argument("--topology", type=Path, default=REPO / "topologies" / "sai-fabric.yml")
     parser.add_argument("--runtime", choices=RUNTIMES, default="netns")
+    parser.add_argument("--share-memory", choices=ksm.CHOICES, default="auto")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/chaos.py needs root")
-    span, trials = chaos.run(args.topology, "benchchaos", args.trials, args.seed, args.runtime)
-    print(chaos.summary(args.topology, args.seed, span, trials, args.runtime))
-    return 0 if all(t.clean for t in trials) else 1
+    done = chaos.run(chaos.Chaos(args.topology, "benchchaos", args.runtime, args.share_memory,
+                                 args.seed), args.trials)
+    print(done.summary())
+    return 0 if done.clean else 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ RUNTIMES = {"netns": "harness.runtime.netns:NetnsRuntime",
             "mininet": "harness.runtime.mininet:MininetRuntime"}
 
 
-def _runtime_class(name: str) -> type[Runtime]:
+def runtime_class(name: str) -> type[Runtime]:
     try:
         module, _, cls = RUNTIMES[name].partition(":")
     except KeyError:
@@ -30,7 +30,7 @@ def _runtime_class(name: str) -> type[Runtime]:
 
 
 def open_runtime(name: str, lab: str, journal: Journal) -> Runtime:
-    return _runtime_class(name)(lab, journal)  # type: ignore[call-arg]
+    return runtime_class(name)(lab, journal)  # type: ignore[call-arg]
 
 
 def all_runtimes(lab: str, journal: Journal) -> list[Runtime]:
@@ -39,4 +39,4 @@ def all_runtimes(lab: str, journal: Journal) -> list[Runtime]:
 
 def labs_with_nodes() -> set[str]:
     """Labs that own a node on any runtime, journal or not (for `destroy --all`)."""
-    return {lab for name in RUNTIMES for lab in _runtime_class(name).all_lab_names()}
+    return {lab for name in RUNTIMES for lab in runtime_class(name).all_lab_names()}

@@ -53,11 +53,9 @@ def test_detached_mininet_lab_is_inspected_and_destroyed() -> None:
 
 
 def test_sigkill_of_a_mininet_deploy_then_destroy_leaves_nothing() -> None:
-    path = TOPOLOGIES / "clos.yml"
-    span, trials = chaos.run(path, "e2emnchaos", 4, 1, "mininet")
-    report = chaos.summary(path, 1, span, trials, "mininet")
-    print(report)
-    assert all(t.clean for t in trials) and not processes_mentioning(SERVER), report
+    done = chaos.run(chaos.Chaos(TOPOLOGIES / "clos.yml", "e2emnchaos", "mininet"), 4)
+    print(done.summary())
+    assert done.clean and not processes_mentioning(SERVER), done.summary()
 
 
 def test_the_deploy_benchs_mininet_baseline_leaves_the_hosts_limits_alone(
