@@ -186,12 +186,12 @@ class DockerRuntime:
         return ExecProcess(self, node, argv, self._pidfile(node), **kwargs)
 
     def spawn(self, node: str, argv: Sequence[str], log: Path, what: str) -> int:
-        """`docker exec -d`: the helper lives in the container, which owns it (removing the
+        """A detached exec: the helper lives in the container, which owns it (removing the
         container ends it), so no process of it stays on the host."""
         pidfile = self._pidfile(node)
-        docker("exec", "--detach", self.container(node), "sh", "-c",
-               'echo $$ > "$0"; log="$1"; shift; exec "$@" >> "$log" 2>&1',
-               str(pidfile), str(log), *argv)
+        docker_engine.exec_detached(self.container(node), [
+            "sh", "-c", 'echo $$ > "$0"; log="$1"; shift; exec "$@" >> "$log" 2>&1',
+            str(pidfile), str(log), *argv])
         pid = self.wait_pidfile(pidfile)
         if pid is None:
             raise LabError(f"{node}: {what} did not start within {SPAWN_TIMEOUT_S:.0f}s")
