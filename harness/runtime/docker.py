@@ -91,9 +91,11 @@ class ExecProcess(subprocess.Popen):
 
 class DockerRuntime:
     name = "docker"
-    # containerd starts a node's processes, and docker's seccomp profile refuses the
-    # personality change that makes their pages match (fl_mergeable.c)
-    cannot_share_memory = "the docker runtime cannot start its nodes' processes mergeable"
+    # Commands could start through fl-mergeable in the container, but docker's seccomp
+    # profile refuses its personality change, and with address-space randomisation on little
+    # merges: the agents' Python objects all point at randomised addresses.
+    cannot_share_memory = ("docker's seccomp profile refuses the personality change that makes "
+                           "its nodes' pages match")
 
     def __init__(self, lab: str, journal: Journal) -> None:
         self.lab = lab
