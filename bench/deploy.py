@@ -8,7 +8,7 @@ netns >= 3x faster than Mininet and within 2x of the shell floor, docker within 
 (docker runs when a dockerd answers and `make images` built this checkout's images), with
 docker's own floor and what bounds it: the host CPU one bare container costs. Then
 deploys the same topology with FRR on each runtime and prints deploy/convergence time and
-memory per node.
+memory per node (and on Mininet's, when it is installed).
 
 Run as root: `make bench` (installs Debian's mininet) or `.venv/bin/python bench/deploy.py`.
 """
@@ -299,10 +299,12 @@ def main() -> int:
     else:
         print("mininet not installed (apt-get install mininet): no Mininet baseline this run")
     if not args.skip_frr:
-        frr = {runtime: deploy_with_frr(plan, runtime)
-               for runtime in ("netns", "docker") if runtime == "netns" or no_docker is None}
-        if "docker" in frr:
-            print(f"with FRR, docker vs netns: {frr['docker'] / frr['netns']:.2f}x netns's time")
+        runtimes = ["netns", *(["docker"] if no_docker is None else []),
+                    *(["mininet"] if "mininet" in med else [])]
+        frr = {runtime: deploy_with_frr(plan, runtime) for runtime in runtimes}
+        for runtime in runtimes[1:]:
+            print(f"with FRR, {runtime} vs netns: {frr[runtime] / frr['netns']:.2f}x netns's "
+                  "time")
     shutil.rmtree(workdir)
     return 0
 
