@@ -87,7 +87,8 @@ def run_container(name: str, image: str, config: dict[str, Any]) -> int:
 
 def exec_detached(container: str, argv: list[str]) -> None:
     """Start `argv` in a running container and return at once, as `docker exec --detach`
-    does, without a CLI process per command (a fifth of what each exec cost the host)."""
+    does, without a CLI process per command: measured here, 60 ms of host CPU per exec
+    against 75-87 through the CLI."""
     created = call("POST", f"/containers/{quote(container)}/exec", {"Cmd": argv})
     call("POST", f"/exec/{created['Id']}/start", {"Detach": True})
 
