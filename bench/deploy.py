@@ -38,7 +38,7 @@ from harness.runtime import docker_engine, images, scratch  # noqa: E402
 from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
 from harness.runtime.nsenter import list_netns  # noqa: E402
 from harness.runtime.scratch import scratch_name  # noqa: E402
-from harness.testing.footprint import memory_mib  # noqa: E402
+from harness.testing.footprint import TICK, command, cpu_s, memory_mib  # noqa: E402
 from harness.topology.augment import augment  # noqa: E402
 from harness.topology.loader import load_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402
@@ -125,7 +125,6 @@ def docker_ready(plan: LabPlan) -> str | None:
     return None
 
 
-TICK = os.sysconf("SC_CLK_TCK")
 # comm -> who; a shim's comm is its name cut to 15 characters, and it waits for runc
 DOCKER_DAEMONS = {"dockerd": "dockerd", "containerd": "containerd",
                   "containerd-shim": "shims and runc"}
@@ -148,13 +147,10 @@ def host_busy_s() -> float:
 def daemon_cpu_s() -> dict[int, tuple[str, float]]:
     """pid -> (who, CPU s) of docker's daemons, with the children they waited for (runc)."""
     found = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            comm = Path(f"/proc/{entry}/comm").read_text().strip()
-            who = DOCKER_DAEMONS.get(comm)
-            if who is not None:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-                found[int(entry)] = who, sum(int(v) for v in fields[11:15]) / TICK
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        who = DOCKER_DAEMONS.get(command(pid))
+        if who is not None:
+            found[pid] = who, cpu_s(pid, children=True)
     return found
 
 
