@@ -100,13 +100,17 @@ def _tmp_entries(exclude: tuple[str, ...]) -> dict[str, str]:
 def snapshot(tmp_exclude: tuple[str, ...] = ("pytest-of-",)) -> dict[str, object]:
     state: dict[str, object] = {key: _command(argv) for key, argv in COMMANDS.items()}
     state["sysctls"] = {key: _sysctl(key) for key in SYSCTLS}
-    state["ksm"] = {**{key: _read(ksm.KSM / key) for key in ksm.SETTINGS},
-                    **{f"ksmd {pid} scheduling": str(ksm.scheduling(pid))
-                       for pid in ksm.merging_thread()}}
+    state["ksm"] = ksm_state()
     state["etc_frr"] = _tree_digest(FRR_CONFIG_DIR)
     state["tmp"] = _tmp_entries(tmp_exclude)
     state["dev_null"] = stat.filemode(os.stat("/dev/null").st_mode)
     return state
+
+
+def ksm_state() -> dict[str, object]:
+    """KSM's switches a lab changes, and ksmd's scheduling (policy, priority)."""
+    return {**{key: _read(ksm.KSM / key) for key in ksm.SETTINGS},
+            "ksmd": [ksm.scheduling(pid) for pid in ksm.merging_thread()]}
 
 
 def differences(before: dict[str, object], after: dict[str, object]) -> list[str]:

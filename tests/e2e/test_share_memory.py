@@ -16,6 +16,7 @@ from harness.lab import Lab
 from harness.paths import labs_root
 from harness.runtime import ksm
 from harness.testing.footprint import command
+from harness.testing.hoststate import ksm_state
 from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
@@ -27,14 +28,9 @@ ADDR_NO_RANDOMIZE = 0x0040000
 PAGE = 4096
 
 
-def host_ksm() -> dict[str, object]:
-    return {**{key: (ksm.KSM / key).read_text().strip() for key in ksm.SETTINGS},
-            "ksmd": [ksm.scheduling(pid) for pid in ksm.merging_thread()]}
-
-
 @pytest.fixture(scope="module")
 def host_before() -> dict[str, object]:
-    return host_ksm()
+    return ksm_state()
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +83,8 @@ def test_every_process_of_the_shared_lab_and_none_of_the_other_runs_mergeable(
         persona, stat, _ = status(pid)
         assert not persona & ADDR_NO_RANDOMIZE, (pid, command(pid))
         assert stat["ksm_merge_any"] == "no", (pid, command(pid))
-    assert host_ksm()["run"] == "1"
-    assert host_ksm()["ksmd"] == [(os.SCHED_FIFO, ksm.KSMD_PRIORITY)]
+    assert ksm_state()["run"] == "1"
+    assert ksm_state()["ksmd"] == [(os.SCHED_FIFO, ksm.KSMD_PRIORITY)]
 
 
 def test_ksm_merges_most_of_the_bgpds_within_a_few_scans(labs: tuple[Lab, Lab]) -> None:
@@ -129,6 +125,6 @@ def test_the_host_settings_come_back_with_the_last_shared_lab(
     shared, plain = labs
     assert (labs_root() / ksm.SAVED).exists()
     shared.destroy()
-    assert host_ksm() == host_before
+    assert ksm_state() == host_before
     assert not (labs_root() / ksm.SAVED).exists()
     assert processes(plain)  # the other lab is left as it was
