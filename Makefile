@@ -56,8 +56,8 @@ build/fl-probe: harness/spray/fl_probe.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
-# Runs a node's processes so KSM can merge their pages (harness/runtime/ksm.py).
-build/fl-mergeable: harness/runtime/fl_mergeable.c
+# Runs a node's processes so KSM can merge their pages (harness/linux/ksm.py).
+build/fl-mergeable: harness/linux/fl_mergeable.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 

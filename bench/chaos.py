@@ -18,7 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.runtime import RUNTIMES, ksm  # noqa: E402
+from harness.linux import ksm  # noqa: E402
+from harness.runtime import RUNTIMES  # noqa: E402
 from harness.testing import chaos  # noqa: E402
 
 

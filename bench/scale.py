@@ -14,7 +14,7 @@ and prints what stopped it.
 With `--bfd offload bfdd` the sizes run once per BFD engine, so each node's fl-bfd is measured
 against bfdd's own packet loop in the same run (harness/nodes/bfd); `--share-memory on off`
 likewise runs them with and without KSM merging what the nodes hold alike (the default, auto,
-shares from about 100 FRR nodes on a 24 GiB host: harness/runtime/ksm.py). Memory is shown
+shares from about 100 FRR nodes on a 24 GiB host: harness/linux/ksm.py). Memory is shown
 twice: PSS per node (the processes' own pages, merged ones split among their sharers) and
 what the host gave the lab per node (the fall in MemAvailable, kernel state included).
 `--host-echo 50ms` adds BFD echo on the host links, as `labctl gen fpf --host-echo` does.
@@ -42,7 +42,7 @@ from harness.errors import FabricLabError  # noqa: E402
 from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
 from harness.kernel import neighbour_limit_raised  # noqa: E402
 from harness.lab import Lab  # noqa: E402
-from harness.runtime import ksm  # noqa: E402
+from harness.linux import ksm  # noqa: E402
 from harness.testing.footprint import footprint  # noqa: E402
 
 HOSTS_PER_LEAF = 16  # fpf-64's

@@ -10,14 +10,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.errors import CheckFailed, LabError
+from harness.linux.rtnl_route import host_routes
+from harness.nodes.frr import frr_of
+from harness.nodes.kind import kind_of
 from harness.nodes.neighbours import Neighbour, answers, declared, is_up
-from harness.runtime.rtnl_route import host_routes
 from harness.topology.plan import Session
 from harness.topology.reachability import reachable_origins
 from harness.topology.render import bfd_attachment
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 
 @dataclass
@@ -71,7 +73,7 @@ class Convergence:
 
 def fib_host_routes(lab: LabContext, node: str) -> set[str]:
     """Destinations of /32 and /128 routes in the table that forwards (main, or SAI's)."""
-    return host_routes(lab.runtime.netns_path(node), lab.kind(node).fib_table)
+    return host_routes(lab.runtime.netns_path(node), kind_of(lab, node).fib_table)
 
 
 NodeState = tuple[dict[str, str], set[str]]  # BGP peer -> FSM state, FIB host routes
@@ -90,7 +92,7 @@ class Poll:
 
     def _node_state(self, name: str) -> NodeState:
         try:
-            states = self.lab.frr(name).bgp_peer_states()
+            states = frr_of(self.lab, name).bgp_peer_states()
         except LabError:
             states = {}
         return states, fib_host_routes(self.lab, name)
@@ -105,7 +107,7 @@ class Poll:
         lab, plan, results = self.lab, self.lab.plan, self.results
         conv = Convergence(sessions_total=len(plan.sessions))
         wanted = declared(lab)
-        tables = dict(zip(wanted, self.pool.map(lambda n: answers(lab.frr(n)), wanted),
+        tables = dict(zip(wanted, self.pool.map(lambda n: answers(frr_of(lab, n)), wanted),
                           strict=True))
         for node, neighbours in wanted.items():
             conv.neighbours_total += len(neighbours)
@@ -166,7 +168,7 @@ def wait_bfd_up(lab: LabContext, timeout: float) -> None:
 
     def up(name: str) -> bool:
         try:
-            peers = lab.frr(name).show_json("bfdd", "show bfd peers", enable=True)
+            peers = frr_of(lab, name).show_json("bfdd", "show bfd peers", enable=True)
         except (LabError, OSError):
             return False
         return sum(1 for p in peers if p.get("status") == "up") >= sessions[name]

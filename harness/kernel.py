@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from types import FrameType
 
-from harness.runtime.scratch import scratch_netns
+from harness.linux.scratch import scratch_netns
 from harness.topology.plan import LabPlan
 
 # feature -> commands run in the probe namespace; the feature exists if all succeed.

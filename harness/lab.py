@@ -9,15 +9,17 @@ import shutil
 from pathlib import Path
 
 from harness.converge import Convergence
-from harness.deploy.context import LabContext
 from harness.deploy.stages import Progress, Stage, deploy_stages
 from harness.errors import LabError
 from harness.kernel import neighbour_room
-from harness.nodes.frr import frr_leftovers
+from harness.linux import ksm
+from harness.linux.journal import Journal
+from harness.linux.processes import kill_and_reap
+from harness.nodes.frr import Frr, frr_leftovers, frr_of
+from harness.nodes.kind import NodeKind, kind_of
 from harness.paths import is_lab_name, lab_dir, labs_root
-from harness.runtime import all_runtimes, ksm, labs_with_nodes, open_runtime
-from harness.runtime.journal import Journal
-from harness.runtime.processes import kill_and_reap
+from harness.runtime import all_runtimes, labs_with_nodes, open_runtime
+from harness.runtime.context import LabContext
 from harness.topology.plan import LabPlan
 
 PLAN_FILE = "plan.json"
@@ -40,6 +42,12 @@ class Lab(LabContext):
                                            "notes": [*plan.notes, *([note] if note else [])]})
         super().__init__(plan, directory, engine, journal)
         self.plan = self.runtime.prepare(plan)
+
+    def frr(self, name: str) -> Frr:
+        return frr_of(self, name)
+
+    def kind(self, name: str) -> NodeKind:
+        return kind_of(self, name)
 
     @classmethod
     def open(cls, name: str) -> Lab:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.deploy.context import LabContext
+from harness.nodes.kind import kind_of
+from harness.runtime.context import LabContext
 
 
 def node_status(lab: LabContext, name: str) -> dict[str, Any]:
-    node, kind = lab.plan.node(name), lab.kind(name)
+    node, kind = lab.plan.node(name), kind_of(lab, name)
     return {"node": name, "role": node.role.value if node.role else None, "kind": kind.name,
             "plane": node.plane,
             "asn": node.asn, "loopback4": node.loopback4, "loopback6": node.loopback6,

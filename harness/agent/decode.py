@@ -13,7 +13,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from harness.runtime.rtnl_route import (
+from harness.linux.rtnl_route import (
     RTA_DST,
     RTA_GATEWAY,
     RTA_MULTIPATH,

@@ -29,9 +29,9 @@ from harness.agent.control import answer
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.agent.orch import RouteOrch
+from harness.linux.rtnl_channel import Channel
 from harness.sai.capacity import PROFILES, CapacityProfile
 from harness.sai.kernel import SAI_TABLE, KernelBackend
-from harness.sai.netlink import Channel
 from harness.sai.switch import SaiSwitch
 from harness.sai.trace import Trace
 from harness.sai.types import ObjectType

@@ -12,7 +12,7 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.kernel import features, tools
 from harness.links.impair.backend import describe_path
-from harness.runtime import ksm
+from harness.linux import ksm
 
 out = make_console()
 
@@ -37,7 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def memory_sharing() -> str:
-    """Whether big labs can share their memory here (harness/runtime/ksm.py)."""
+    """Whether big labs can share their memory here (harness/linux/ksm.py)."""
     why = ksm.unsupported()
     return f"no: {why}" if why else ("yes (KSM; `deploy --share-memory auto` shares a lab "
                                      "whose FRR nodes would take over a quarter of the memory "

@@ -17,8 +17,9 @@ from harness.converge import Convergence
 from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError, UsageError
 from harness.lab import Lab, destroy_lab, lab_names
+from harness.linux import ksm, scratch
 from harness.nodes.frr import frr_version
-from harness.runtime import RUNTIMES, ksm, scratch
+from harness.runtime import RUNTIMES
 from harness.runtime.mininet import MininetRuntime
 from harness.spray.control import probe_timing, spraying_hosts
 from harness.topology.augment import augment

@@ -16,7 +16,7 @@ import threading
 import time
 
 from harness.errors import LabError
-from harness.runtime import ksm
+from harness.linux import ksm
 from harness.topology.plan import LabPlan, NodePlan
 
 RESERVE_SHARE = 0.10  # of the host's memory, kept free for the host and the lab's kernel state

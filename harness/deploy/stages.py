@@ -13,17 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from harness.converge import Convergence, wait_bfd_up, wait_converged
-from harness.deploy.context import LabContext
 from harness.deploy.memory import MemoryRoom
 from harness.errors import LabError
 from harness.links import impair
 from harness.links.bridge import join_bridge
 from harness.links.veth import queue_addresses, queue_veth
+from harness.linux import ksm
+from harness.linux.nsenter import write_sysctls
+from harness.linux.rtnl_batch import RtnlBatch
 from harness.nodes.frr import attach_bfd
+from harness.nodes.kind import kind_of
 from harness.nodes.neighbours import declared
-from harness.runtime import ksm
-from harness.runtime.nsenter import write_sysctls
-from harness.runtime.rtnl_batch import RtnlBatch
+from harness.runtime.context import LabContext
 from harness.spray.control import spraying_hosts, wait_spray
 from harness.topology.schema import Kind
 
@@ -106,7 +107,7 @@ def start_nodes(lab: LabContext, progress: Progress) -> None:
 
     def start(name: str) -> None:
         room.wait(lab.plan.node(name))
-        lab.kind(name).start(lab, lab.plan.node(name))
+        kind_of(lab, name).start(lab, lab.plan.node(name))
         progress.advance(1)
 
     with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:

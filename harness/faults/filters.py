@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.errors import LabError
-from harness.runtime.libnft import nft_in_netns
+from harness.linux.libnft import nft_in_netns
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 PRIORITY = -400  # before conntrack and the spray marks: nothing slips past a fault
 LOSS_SCALE = 10_000  # a random share is drawn from this many: 0.01% steps

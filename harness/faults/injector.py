@@ -18,7 +18,7 @@ from harness.faults.targets import LinkRef, resolve_link
 from harness.topology.plan import Impairment
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 
 @dataclass

@@ -13,7 +13,7 @@ from harness.faults.targets import node_addresses
 from harness.topology.schema import Role
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 Undo = Callable[[], None]
 

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 from harness.converge import poll_until
 from harness.errors import LabError
 from harness.faults import filters
-from harness.runtime.processes import kill_and_reap
+from harness.linux.processes import kill_and_reap
+from harness.nodes.frr import frr_of
+from harness.nodes.kind import kind_of
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 Undo = Callable[[], None]
 RESET_TIMEOUT_S = 60.0
@@ -21,7 +23,7 @@ def node_crash(lab: LabContext, node: str, fault_id: int, *, forwarding: bool = 
     """SIGKILL every process in the node (FRR, agents, applications). A crashed switch also
     stops forwarding, so its dataplane is blackholed too, unless `forwarding` keeps the stale
     kernel FIB working (a control-plane-only crash, which neighbours notice only by BFD)."""
-    kind, plan = lab.kind(node), lab.plan.node(node)  # a clear error for an unknown node
+    kind, plan = kind_of(lab, node), lab.plan.node(node)  # a clear error for an unknown node
     if not forwarding:  # first: the dataplane must not outlive the daemons by a kill's time
         filters.blackhole(lab, node, fault_id)
     kill_and_reap(lab.runtime.node_processes(node))
@@ -40,7 +42,7 @@ def bgp_reset(lab: LabContext, node: str, peer: str | None = None) -> Undo:
     sessions = [s for s in lab.plan.sessions_of(node) if peer is None or s.peer == peer]
     if not sessions:
         raise LabError(f"{node} has no BGP session{f' to {peer}' if peer else ''}")
-    frr = lab.frr(node)
+    frr = frr_of(lab, node)
     frr.vtysh(*(f"clear bgp {s.peer_ip}" for s in sessions))
 
     def down() -> list[str]:

@@ -6,7 +6,7 @@ namespace, so a lab never adds a bridge to the host and two labs can use the sam
 
 from __future__ import annotations
 
-from harness.nodes.node import Node
+from harness.runtime.node import Node
 
 BRIDGE_NAME_MAX = 15  # IFNAMSIZ - 1
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from harness.runtime.rtnl_batch import RtnlBatch
+from harness.linux.rtnl_batch import RtnlBatch
 from harness.topology.plan import Endpoint, LabPlan, LinkPlan, NodePlan
 
 FIRST_LINK_IFINDEX = 100  # clear of lo (1) and fallback tunnels (tunl0, sit0...) a netns gets

@@ -20,18 +20,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
+from harness.linux.journal import Journal
 from harness.nodes.bfd.offload import ENGINE, bfdd_args, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
-from harness.nodes.node import Node
 from harness.nodes.vty import vty_show
-from harness.paths import FRR_RUN, FRR_SBIN, FRR_STATE, bfd_socket_dirs, frr_pathspace
-from harness.runtime.journal import Journal
+from harness.paths import (
+    FRR_RUN,
+    FRR_SBIN,
+    FRR_STATE,
+    bfd_socket_dir,
+    bfd_socket_dirs,
+    frr_pathspace,
+)
+from harness.runtime.node import Node
 from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan
 from harness.topology.render import bfd_attachment, render_frr
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 DAEMONS = ("zebra", "bgpd", "staticd", "bfdd")
 START_TIMEOUT_S = 20.0
@@ -56,6 +63,16 @@ def patience(nodes: int) -> float:
     `vtysh -f` waited more than 30 s for a CPU). The timeouts are there to catch a stuck
     daemon, not a busy host."""
     return max(1.0, nodes / (NODES_PER_CORE * (os.cpu_count() or 1)))
+
+
+def frr_of(lab: LabContext, name: str) -> Frr:
+    """A node's FRR: its pathspace, and its BFD offload unless BFD runs in bfdd (or the
+    user configured the node)."""
+    node = lab.node(name)
+    offload = bool(lab.plan.bfd and lab.plan.bfd.offload and not node.plan.user_configured)
+    return Frr(node, lab.node_dir(name), frr_pathspace(lab.plan.name, name),
+               bfd_dir=bfd_socket_dir(lab.plan.name, name) if offload else None,
+               patience=patience(len(lab.plan.nodes)))
 
 
 class Frr:
@@ -244,7 +261,7 @@ def attach_bfd(lab: LabContext, node: NodePlan) -> None:
     """Put a booted node's BGP sessions under BFD, as its frr.conf has them."""
     commands = bfd_attachment(lab.plan, node)
     if commands:
-        lab.frr(node.name).vtysh(*commands)
+        frr_of(lab, node.name).vtysh(*commands)
 
 
 NODE_STATES = ("running", "degraded", "down")
@@ -278,7 +295,7 @@ class FrrKind:
     def start(self, lab: LabContext, node: NodePlan) -> None:
         """A fabric node boots without its neighbours' BFD, which `attach_bfd` adds once the
         lab's BGP is up (render.py says why); a crashed node restarts with all of frr.conf."""
-        frr = lab.frr(node.name)
+        frr = frr_of(lab, node.name)
         boot = self.config(lab, node, frr, bfd_neighbours=False) \
             if bfd_attachment(lab.plan, node) else None
         frr.prepare(self.config(lab, node, frr), boot)
@@ -287,7 +304,7 @@ class FrrKind:
                   config=frr.boot_file if boot is not None else None)
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
-        frr = lab.frr(node.name)
+        frr = frr_of(lab, node.name)
         frr.clear_stale_sockets()
         self.before_frr(lab, node, fresh=False)
         frr.start(lab.journal, self.zebra_args, strict=not node.user_configured)
@@ -297,7 +314,7 @@ class FrrKind:
         a crash (whose kernel state is still there)."""
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
-        frr = lab.frr(node.name)
+        frr = frr_of(lab, node.name)
         dead = [d for d in frr.daemons if frr.daemon_pid(d) is None]
         if node.user_configured:
             return user_frr_status(lab, frr, node, dead)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from harness.nodes.bfd.offload import feed_path
-from harness.nodes.frr import FrrKind, worse_state
+from harness.nodes.frr import FrrKind, frr_of, worse_state
 from harness.paths import bfdd_socket
 from harness.spray.control import spray_status, start_sprayer
 from harness.topology.plan import NodePlan
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 
 class HostKind(FrrKind):
@@ -36,7 +36,7 @@ class HostKind(FrrKind):
 def bfd_news(lab: LabContext, node: NodePlan) -> dict[str, str]:
     """Where the sprayer hears of its planes' BFD sessions: the offload engine's feed when the
     lab runs one, else bfdd's own control socket."""
-    frr = lab.frr(node.name)
+    frr = frr_of(lab, node.name)
     if frr.bfd_dir is not None:
         return {"engine": str(feed_path(frr.bfd_dir))}
     return {"bfdd": str(bfdd_socket(lab.plan.name, node.name))}

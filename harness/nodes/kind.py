@@ -16,11 +16,11 @@ from harness.nodes.host import HostKind
 from harness.nodes.linux import BridgeKind, LinuxKind
 from harness.nodes.switch import SaiKind
 from harness.spray.control import sprays
-from harness.topology.plan import LabPlan, NodePlan
+from harness.topology.plan import NodePlan
 from harness.topology.schema import Kind
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 
 class NodeKind(Protocol):
@@ -43,6 +43,7 @@ KINDS: dict[Kind, NodeKind] = {Kind.frr: FrrKind(), Kind.sai: SaiKind(), Kind.li
                                Kind.bridge: BridgeKind()}
 
 
-def resolve_kinds(plan: LabPlan) -> dict[str, NodeKind]:
-    """Node name -> kind, for a whole plan at once (a host's kind depends on its cabling)."""
-    return {n.name: HOST if sprays(plan, n) else KINDS[n.kind] for n in plan.nodes}
+def kind_of(lab: LabContext, name: str) -> NodeKind:
+    """A node's kind (a host's depends on its cabling); a clear error for an unknown node."""
+    node = lab.node(name).plan
+    return HOST if sprays(lab.plan, node) else KINDS[node.kind]

@@ -10,7 +10,7 @@ from harness.nodes.frr import RT_TABLE_MAIN
 from harness.topology.plan import NodePlan
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 
 class LinuxKind:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import LabError
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
     from harness.nodes.frr import Frr
+    from harness.runtime.context import LabContext
 
 SECTIONS = ("router ", "interface ", "vrf ", "route-map ", "bfd", "line ", "key ",
             "segment-routing", "mpls ", "nexthop-group ", "pbr-map ")

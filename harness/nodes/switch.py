@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from harness.agent.client import SOCKET_NAME, ask
 from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
-from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, worse_state
-from harness.runtime.processes import kill_and_reap
+from harness.linux.processes import kill_and_reap
+from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 SAI_RULE_PREF = 1000
 MAIN_RULE_PREF = 32766
@@ -62,7 +62,7 @@ def agent_pid(frr: Frr) -> int:
 def start_agent(lab: LabContext, node: str, capacity: str = "linux") -> int:
     """Start the agent inside the node (recorded, so destroy ends it); return its pid once
     its control socket answers."""
-    frr, runtime = lab.frr(node), lab.runtime
+    frr, runtime = frr_of(lab, node), lab.runtime
     (frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
     out = frr.workdir / "agent.out"
     pid = runtime.spawn(node, runtime.python("harness.agent", "--node-dir", str(frr.workdir),
@@ -82,7 +82,7 @@ def restart_agent(lab: LabContext, node: str) -> tuple[int | None, int]:
     """Warm restart: SIGKILL the agent (no goodbye, like a crash) and start a new one, which
     reads the kernel back and reconciles with zebra's replay. Returns both pids."""
     try:
-        old: int | None = agent_pid(lab.frr(node))
+        old: int | None = agent_pid(frr_of(lab, node))
     except LabError:
         old = None
     if old is not None and (host := lab.runtime.host_pid(node, old)) is not None:
@@ -113,7 +113,7 @@ class SaiKind(FrrKind):
         """Adds column `sai`: the agent's own verdict, or down if it does not answer."""
         status = super().status(lab, node)
         try:
-            agent = ask(lab.frr(node.name).workdir, {"cmd": "status"}, timeout=3)
+            agent = ask(frr_of(lab, node.name).workdir, {"cmd": "status"}, timeout=3)
         except LabError:
             return {**status, "state": worse_state(status["state"], "degraded"),
                     "sai": "agent down"}

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from harness.errors import LabError
 
 if TYPE_CHECKING:
+    from harness.linux.journal import Journal
     from harness.runtime.base import Runtime
-    from harness.runtime.journal import Journal
 
 # name -> "module:class"; imported on use, so the netns default needs no container tooling.
 RUNTIMES = {"netns": "harness.runtime.netns:NetnsRuntime",

@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.errors import LabError
+from harness.linux.journal import Journal
 from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
 from harness.runtime import docker_engine, images
 from harness.runtime.images import image_for
-from harness.runtime.journal import Journal
 from harness.topology.plan import LabPlan, NodePlan
 
 LAB_LABEL, NODE_LABEL = "fabric-lab.lab", "fabric-lab.node"

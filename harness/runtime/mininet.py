@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import LabError
+from harness.linux.journal import Journal
+from harness.linux.processes import kill_and_reap
 from harness.paths import lab_dir, netns_name
-from harness.runtime.journal import Journal
 from harness.runtime.netns import NetnsRuntime
-from harness.runtime.processes import kill_and_reap
 from harness.topology.plan import LabPlan, NodePlan
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's mininet package installs for this one only

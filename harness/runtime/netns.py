@@ -13,6 +13,10 @@ from pathlib import Path
 
 from harness.build import built
 from harness.errors import LabError
+from harness.linux import ksm
+from harness.linux.journal import Journal, process_start_time
+from harness.linux.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
+from harness.linux.processes import kill_and_reap, namespace_ids, pids_in_namespaces
 from harness.paths import (
     FRR_SBIN,
     NETNS_PREFIX,
@@ -21,10 +25,6 @@ from harness.paths import (
     lab_netns_prefix,
     netns_name,
 )
-from harness.runtime import ksm
-from harness.runtime.journal import Journal, process_start_time
-from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
-from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
 from harness.topology.binds import Bind
 from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import LabPlan, NodePlan

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from ipaddress import ip_address
 from typing import Any
 
-from harness.runtime.nsenter import netlink
-from harness.runtime.rtnl_route import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
+from harness.linux.nsenter import netlink
+from harness.linux.rtnl_channel import Channel
+from harness.linux.rtnl_route import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
 from harness.sai.backend import Discovery, ObjectView, Op, Ref
 from harness.sai.netlink import (
     LWTUNNEL_ENCAP_SEG6,
@@ -35,7 +36,6 @@ from harness.sai.netlink import (
     RTM_GETNEXTHOP,
     RTM_NEWNEXTHOP,
     RTN_BLACKHOLE,
-    Channel,
     nhmsg,
     pack_address,
     pack_group,

@@ -1,4 +1,4 @@
-"""Netlink messages pyroute2 0.9 lacks, and a plain channel that sends them to a namespace.
+"""Netlink messages pyroute2 0.9 lacks, sent to the kernel over harness/linux/rtnl_channel.py.
 
 pyroute2 0.9 has no nexthop-object message (`nhmsg`, RTM_NEWNEXTHOP) and its route message
 stops before RTA_NH_ID; both are needed for routes that point at kernel nexthop objects, which
@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterator
 from ipaddress import IPv6Address, ip_address
 from typing import Any
 
-from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR, nlmsg
+from pyroute2.netlink import NLM_F_REQUEST, nlmsg
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
 
-from harness.runtime.nsenter import call_in_netns
-from harness.runtime.rtnl_batch import ACK_BUFFER, NLMSGHDR, RTATTR, dump, send_acked, split
-from harness.runtime.rtnl_route import (
+from harness.linux.rtnl_batch import RTATTR
+from harness.linux.rtnl_route import (
     RTA_DST,
     RTA_GATEWAY,
     RTA_NH_ID,
@@ -144,66 +143,6 @@ def route_message(msg_type: int, flags: int, seq: int, dst: bytes, dst_len: int,
                   proto: int, **target: Any) -> bytes:
     """One route request (see route_encoder for the arguments naming its target)."""
     return route_encoder(msg_type, flags, table, proto, **target)(seq, dst, dst_len)
-
-
-class Channel:
-    """An rtnetlink socket inside one namespace, one request at a time, acked.
-
-    Requests are encoded with pyroute2's message classes and sent on a plain socket, so
-    a request costs one sendmsg and one recv and nothing else.
-    """
-
-    def __init__(self, netns_path: str | None = None) -> None:
-        def open_socket() -> int:
-            return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
-                                 socket.NETLINK_ROUTE).detach()
-        fd = call_in_netns(netns_path, open_socket) if netns_path else open_socket()
-        self.sock = socket.socket(fileno=fd)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, ACK_BUFFER)
-        self.sock.bind((0, 0))
-        self.seq = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _send(self, msg: nlmsg, msg_type: int, flags: int) -> int:
-        self.seq += 1
-        msg["header"]["type"] = msg_type
-        msg["header"]["flags"] = flags
-        msg["header"]["sequence_number"] = self.seq
-        msg["header"]["pid"] = 0
-        msg.encode()
-        self.sock.send(msg.data)
-        return self.seq
-
-    def request(self, msg: nlmsg, msg_type: int, flags: int = 0) -> int:
-        """Send one change and wait for its ack; returns 0 or a positive errno."""
-        seq = self._send(msg, msg_type, NLM_F_REQUEST | NLM_F_ACK | flags)
-        while True:
-            data = self.sock.recv(65536)
-            for msg_type_in, seq_in, body in split(data):
-                if seq_in == seq and msg_type_in == NLMSG_ERROR:
-                    return -struct.unpack("=i", body[:4])[0]
-
-    def request_many(self, messages: list[bytes], first_seq: int) -> list[int]:
-        """Send pre-encoded acked requests (sequence numbers first_seq...) in few sendmsg calls
-        and return one errno (0 = done) per request, in order."""
-        return send_acked(self.sock, messages, first_seq)
-
-    def reserve(self, count: int) -> int:
-        """Reserve `count` sequence numbers for request_many; returns the first."""
-        first = self.seq + 1
-        self.seq += count
-        return first
-
-    def dump(self, msg: nlmsg, msg_type: int, cls: type[nlmsg]) -> Iterator[nlmsg]:
-        """Every object a dump request answers, decoded with pyroute2's class `cls`."""
-        msg.encode()
-        self.seq += 1
-        for kind, body in dump(self.sock, msg_type, bytes(msg.data)[NLMSGHDR.size:], self.seq):
-            out = cls(NLMSGHDR.pack(NLMSGHDR.size + len(body), kind, 0, self.seq, 0) + body)
-            out.decode()
-            yield out
 
 
 def split_messages(data: bytes) -> Iterator[tuple[int, int, bytes]]:

@@ -40,9 +40,10 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-from harness.runtime.libnft import Nft
-from harness.runtime.rtnl_batch import split
-from harness.runtime.rtnl_route import (
+from harness.linux.libnft import Nft
+from harness.linux.rtnl_batch import split
+from harness.linux.rtnl_channel import Channel
+from harness.linux.rtnl_route import (
     HOST_LEN,
     RTA_DST,
     RTM_DELROUTE,
@@ -56,7 +57,6 @@ from harness.runtime.rtnl_route import (
 from harness.sai.netlink import (
     NLM_F_CREATE,
     NLM_F_REPLACE,
-    Channel,
     route_message,
     unpack_address,
 )

@@ -18,7 +18,7 @@ from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 STATE_FILE = "spray.json"
 CONFIG_FILE = "spray-config.json"
 LOG_FILE = "spray.log"

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.runtime import ksm
+from harness.linux import ksm
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 TICK = os.sysconf("SC_CLK_TCK")
 

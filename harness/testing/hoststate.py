@@ -18,13 +18,13 @@ import stat
 import subprocess
 from pathlib import Path
 
+from harness.linux import ksm
+from harness.linux.journal import Journal
+from harness.linux.nsenter import list_netns
 from harness.nodes.frr import frr_leftovers
-from harness.nodes.node import ROUTER_SYSCTLS
 from harness.paths import lab_dir, lab_netns_prefix
-from harness.runtime import ksm
 from harness.runtime.docker import DockerRuntime
-from harness.runtime.journal import Journal
-from harness.runtime.nsenter import list_netns
+from harness.runtime.node import ROUTER_SYSCTLS
 
 COMMANDS = {"links": ["ip", "-j", "link"], "addrs": ["ip", "-j", "addr"],
             "routes4": ["ip", "-j", "-4", "route", "show", "table", "all"],

@@ -143,7 +143,7 @@ class LabPlan(_Plain):
     name: str
     source: str
     runtime: str = "netns"
-    share_memory: bool | None = None  # decided when a Lab takes the plan (harness/runtime/ksm.py)
+    share_memory: bool | None = None  # decided when a Lab takes the plan (harness/linux/ksm.py)
     keepalive: int
     hold: int
     bfd: BfdPlan | None = None

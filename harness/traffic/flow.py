@@ -23,7 +23,7 @@ from harness.traffic.analysis import FlowResult, analyse
 from harness.traffic.wire import MIN_SIZE
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 DRAIN_S = 0.3  # packets still in flight when the sender finishes
 Action = tuple[float, str, Callable[[], object]]  # (seconds after start, label, what to do)

@@ -22,8 +22,8 @@ from harness.kernel import feature, has
 from harness.lab import Lab
 from harness.links import impair
 from harness.links.impair.backend import CHOICE_ENV
+from harness.linux.nsenter import list_netns
 from harness.paths import lab_dir, lab_netns_prefix
-from harness.runtime.nsenter import list_netns
 from harness.testing.hoststate import processes_mentioning
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME

@@ -16,8 +16,9 @@ import pytest
 from harness.deploy.stages import Progress
 from harness.errors import LabError
 from harness.lab import Lab
+from harness.linux import ksm
 from harness.paths import lab_dir
-from harness.runtime import ksm, runtime_class
+from harness.runtime import runtime_class
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl
 from harness.testing.hoststate import differences, snapshot

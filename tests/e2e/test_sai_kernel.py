@@ -14,10 +14,10 @@ from pyroute2.netlink import NETLINK_ADD_MEMBERSHIP, SOL_NETLINK
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
 from harness.kernel import feature, has
-from harness.runtime.nsenter import NETNS_RUN_DIR, rtnl_socket
-from harness.runtime.rtnl_batch import split
-from harness.runtime.rtnl_route import RTM_DELROUTE
-from harness.runtime.scratch import scratch_name, scratch_netns
+from harness.linux.nsenter import NETNS_RUN_DIR, rtnl_socket
+from harness.linux.rtnl_batch import split
+from harness.linux.rtnl_route import RTM_DELROUTE
+from harness.linux.scratch import scratch_name, scratch_netns
 from harness.sai.kernel import SAI_TABLE, KernelBackend
 from harness.sai.netlink import RTM_DELNEXTHOP
 from harness.sai.status import Status

@@ -18,8 +18,8 @@ from harness.converge import wait_converged
 from harness.errors import LabError
 from harness.faults import Faults
 from harness.lab import Lab
+from harness.linux.nsenter import list_netns
 from harness.paths import lab_netns_prefix
-from harness.runtime.nsenter import list_netns
 from harness.sai.kernel import SAI_TABLE
 from harness.status import lab_status
 from harness.testing.plugin import RUNTIME

@@ -1,4 +1,4 @@
-"""A lab that shares its memory (harness/runtime/ksm.py) beside one that does not: every process
+"""A lab that shares its memory (harness/linux/ksm.py) beside one that does not: every process
 of the first starts mergeable, without address-space randomisation and with Python's fixed hash
 seed, none of the second's does; KSM merges most of the first's daemons' pages; and the host's
 KSM settings come back when the last lab that shares memory is destroyed."""
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.lab import Lab
+from harness.linux import ksm
 from harness.paths import labs_root
-from harness.runtime import ksm
 from harness.testing.footprint import command
 from harness.testing.hoststate import ksm_state
 from harness.testing.plugin import RUNTIME

@@ -26,9 +26,9 @@ sys.path.insert(0, str(REPO))
 from harness.agent.client import ask  # noqa: E402
 from harness.agent.fpm import FPM_PORT  # noqa: E402
 from harness.lab import Lab  # noqa: E402
+from harness.linux.nsenter import call_in_netns  # noqa: E402
+from harness.linux.processes import kill_and_reap  # noqa: E402
 from harness.paths import FRR_SBIN  # noqa: E402
-from harness.runtime.nsenter import call_in_netns  # noqa: E402
-from harness.runtime.processes import kill_and_reap  # noqa: E402
 from harness.topology.augment import augment  # noqa: E402
 from harness.topology.loader import load_file  # noqa: E402
 

@@ -10,7 +10,7 @@ import pytest
 from harness.agent.decode import Hop, RouteDelete, RouteUpdate, decode
 from harness.agent.fpm import FpmError, FpmReader, frame
 from harness.agent.orch import RouteOrch
-from harness.runtime.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE
+from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE
 from harness.sai.fake import FakeBackend
 from harness.sai.netlink import (
     NLM_F_CREATE,

@@ -13,11 +13,11 @@ from typing import ClassVar
 import pytest
 
 from harness import runtime
-from harness.deploy.context import LabContext
 from harness.deploy.stages import Progress, Stage, create_nodes, deploy_stages, run_exec
 from harness.errors import LabError
 from harness.lab import JOURNAL_FILE, PLAN_FILE, Lab, destroy_lab
-from harness.runtime.journal import Journal
+from harness.linux.journal import Journal
+from harness.runtime.context import LabContext
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.plan import LabPlan, NodePlan

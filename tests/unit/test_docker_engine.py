@@ -15,10 +15,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from harness.errors import LabError
+from harness.linux.journal import Journal
 from harness.paths import lab_dir
 from harness.runtime import docker_engine
 from harness.runtime.docker import CAPABILITIES, LAB_LABEL, NODE_LABEL, DockerRuntime
-from harness.runtime.journal import Journal
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 

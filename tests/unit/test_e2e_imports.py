@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from harness.runtime.nsenter import list_netns
+from harness.linux.nsenter import list_netns
 
 E2E = sorted((Path(__file__).parent.parent / "e2e").glob("test_*.py"))
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import LabError
+from harness.linux.journal import Journal
 from harness.nodes import frr as frr_module
 from harness.nodes.frr import Frr
-from harness.nodes.node import Node
-from harness.runtime.journal import Journal
+from harness.runtime.node import Node
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from tests.conftest import TOPOLOGIES

@@ -1,5 +1,5 @@
 """When a lab shares its memory, and KSM's host switches: saved once by the first lab that
-shares, put back only when the last one is gone (harness/runtime/ksm.py), on a fake sysfs."""
+shares, put back only when the last one is gone (harness/linux/ksm.py), on a fake sysfs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import LabError
-from harness.runtime import ksm
+from harness.linux import ksm
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.plan import LabPlan

@@ -1,8 +1,9 @@
 """The harness's packages import one another one way only, so each layer (topology, runtime,
 node kinds, links, faults, cli) can be read, tested and replaced without the ones above it,
 and the import cycles issue 9 took out (Lab <-> converge/impair/spray, the SAI backend reading
-the switch) cannot come back in another shape. Imports under `if TYPE_CHECKING:` are types
-only and do not count; imports inside functions do."""
+the switch) cannot come back in another shape. Every import counts: one inside a function, and
+one under `if TYPE_CHECKING:` too (a type names what a module depends on, and a circle of
+type imports is a circle of knowledge, as LabContext in deploy/ used by nodes/ was)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,9 @@ def layer(module: str) -> str:
 
 
 def imported(tree: ast.AST) -> set[str]:
-    """Every harness module `tree` imports at run time."""
+    """Every harness module `tree` imports, at run time or for types."""
     found: set[str] = set()
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            found |= {m for child in node.orelse for m in imported(child)}
-            continue
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
@@ -52,7 +50,8 @@ def test_the_layers_import_one_another_one_way() -> None:
     except CycleError as exc:
         circle = " -> ".join(reversed(exc.args[1]))  # graphlib lists it importer last
         pytest.fail(f"these layers import each other in a circle: {circle}")
-    assert order.index("harness.topology") < order.index("harness.runtime") \
+    assert order.index("harness.topology") < order.index("harness.linux") \
+        < order.index("harness.runtime") \
         < order.index("harness.nodes") < order.index("harness.deploy") \
         < order.index("harness.cli")
 
@@ -65,8 +64,20 @@ def test_the_check_sees_a_cycle(tmp_path: Path) -> None:
         list(TopologicalSorter(graph).static_order())
 
 
-def test_type_checking_imports_do_not_count() -> None:
+def test_type_checking_and_function_imports_count() -> None:
     tree = ast.parse("from typing import TYPE_CHECKING\n"
-                     "if TYPE_CHECKING:\n    from harness.deploy.context import LabContext\n"
+                     "if TYPE_CHECKING:\n    from harness.deploy.stages import Stage\n"
                      "def f():\n    from harness.links.impair import apply\n")
-    assert imported(tree) == {"harness.links.impair", "harness.links.impair.apply"}
+    assert imported(tree) == {"harness.deploy.stages", "harness.deploy.stages.Stage",
+                              "harness.links.impair", "harness.links.impair.apply"}
+
+
+def test_a_type_only_upward_import_is_a_cycle() -> None:
+    """The shape the old check let through: nodes/ naming a type from deploy/ for its hints."""
+    graph = layer_graph()
+    upward = imported(ast.parse("from typing import TYPE_CHECKING\n"
+                                "if TYPE_CHECKING:\n"
+                                "    from harness.deploy.stages import Stage\n"))
+    graph["harness.nodes"] |= {layer(m) for m in upward}
+    with pytest.raises(CycleError):
+        list(TopologicalSorter(graph).static_order())

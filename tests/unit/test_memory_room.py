@@ -9,7 +9,7 @@ import pytest
 
 from harness.deploy import memory
 from harness.errors import LabError
-from harness.runtime import ksm
+from harness.linux import ksm
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 from harness.topology.plan import LabPlan

@@ -10,7 +10,7 @@ from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST, NLMSG_ERROR
 from pyroute2.netlink.rtnl.ifaddrmsg import ifaddrmsg
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
-from harness.runtime.rtnl_batch import RtnlBatch, send_acked
+from harness.linux.rtnl_batch import RtnlBatch, send_acked
 
 
 def queued(batch: RtnlBatch, cls: type) -> list:

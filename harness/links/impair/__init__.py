@@ -23,7 +23,7 @@ from harness.links.impair.backend import BACKENDS, select_backend
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 MAX_DELAY_US = 10_000_000.0  # 10 s: beyond this it is a partition, not a long-haul link
 

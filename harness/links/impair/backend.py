@@ -19,7 +19,7 @@ from harness.links.impair.userspace import UserspaceBackend
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 CHOICE_ENV = "FABRIC_LAB_IMPAIR"
 

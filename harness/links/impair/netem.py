@@ -15,7 +15,7 @@ from harness.links.impair.state import LinkState
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 # netem's default limit (1000 packets) silently drops at long delays: 50 ms at 100k pps is
 # 5000 packets in flight. The userspace engine uses the same bound.

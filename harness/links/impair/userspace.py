@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 from harness.errors import LabError
 from harness.links.impair import engine
 from harness.links.impair.state import LinkState, control_path, state_dir
-from harness.runtime.journal import process_start_time
-from harness.runtime.processes import kill_and_reap
+from harness.linux.journal import process_start_time
+from harness.linux.processes import kill_and_reap
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
-    from harness.deploy.context import LabContext
+    from harness.runtime.context import LabContext
 
 FILTER_PREF = "7"  # our filter's slot on clsact egress, so clear removes only ours
 READY_TIMEOUT = 5.0

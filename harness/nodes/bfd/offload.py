@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from harness.errors import LabError
 
 if TYPE_CHECKING:
-    from harness.nodes.node import Node
+    from harness.runtime.node import Node
     from harness.topology.plan import BfdPlan
 
 ENGINE = "fl-bfd"

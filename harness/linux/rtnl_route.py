@@ -13,8 +13,8 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from harness.runtime.nsenter import rtnl_socket
-from harness.runtime.rtnl_batch import RTATTR, dump
+from harness.linux.nsenter import rtnl_socket
+from harness.linux.rtnl_batch import RTATTR, dump
 
 RTM_NEWROUTE, RTM_DELROUTE, RTM_GETROUTE = 24, 25, 26
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_MULTIPATH, RTA_TABLE, RTA_NH_ID = 1, 4, 5, 9, 15, 30

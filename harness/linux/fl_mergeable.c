@@ -10,7 +10,7 @@
  *     are the same in every copy (with it, only about a fifth of the pages match);
  *   - PYTHONHASHSEED=0: Python stores each string's hash in the string, so a random seed
  *     per process makes every page of strings differ.
- * harness/runtime/ksm.py says when a lab does this and runs the kernel's merging thread.
+ * harness/linux/ksm.py says when a lab does this and runs the kernel's merging thread.
  *
  *   fl-mergeable COMMAND [ARG]...
  */

@@ -6,9 +6,9 @@ import subprocess
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from harness.linux.nsenter import netlink, rtnl_socket
+from harness.linux.rtnl_batch import LOOPBACK_IFINDEX, RtnlBatch
 from harness.runtime.base import Runtime
-from harness.runtime.nsenter import netlink, rtnl_socket
-from harness.runtime.rtnl_batch import LOOPBACK_IFINDEX, RtnlBatch
 from harness.topology.plan import NodePlan
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from harness.runtime.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
-from harness.runtime.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.linux.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
+from harness.linux.processes import kill_and_reap, namespace_ids, pids_in_namespaces
 
 SCRATCH_PREFIX = "fl-scratch."
 

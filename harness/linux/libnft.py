@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 
 from harness.errors import LabError
-from harness.runtime.nsenter import call_in_netns
+from harness.linux.nsenter import call_in_netns
 
 
 class Nft:
