@@ -11,6 +11,7 @@ from typing import Any
 from harness.errors import LabError
 
 SOCKET_NAME = "sai.sock"
+CONFIG_FILE = "sai-config.json"  # the configuration document (harness/agent/config.py)
 TIMEOUT_S = 10.0
 
 

@@ -1,7 +1,9 @@
 """The agent's control socket: one JSON request per connection, one JSON answer.
 
 `labctl sai` and `labctl inspect` talk to it (harness/agent/client.py). Requests: {"cmd":
-"status" | "dump" | "counters" | "trace" | "fault", ...}. The socket lives in the node
+"status" | "dump" | "counters" | "trace" | "fault" | "apply" | "config", ...}; `apply` makes
+the switch hold its configuration document (agent/config.py), `"dry_run": true` only says
+what that would change. The socket lives in the node
 directory (`sai.sock`), so reaching it needs no namespace switch.
 """
 
@@ -88,6 +90,15 @@ def handle(agent: Agent, request: dict[str, Any]) -> Any:
         return list(agent.sai.trace.lines)[-int(request.get("lines", 50)):]
     if cmd == "fault":
         return fault(agent, request)
+    if cmd == "apply":
+        changes = agent.apply_config(bool(request.get("dry_run")))
+        return {"changes": [str(c) for c in changes], "failed": dict(agent.config.failed)}
+    if cmd == "config":
+        return {"file": str(agent.config_path), "error": agent.config_error,
+                "objects": {key: _plain(ref) if isinstance(ref, int) else str(ref)
+                            for key, ref in agent.config.refs.items()},
+                "routes": sorted(str(p) for p in agent.orch.pinned),
+                "failed": dict(agent.config.failed)}
     raise ValueError(f"unknown command {cmd!r}")
 
 

@@ -4,8 +4,10 @@ One thread, one selector: the FPM listener and connection, the control socket, a
 (retry of failed SAI calls; the end of zebra's replay, after which stale routes are swept).
 The SAI trace is written when nothing has arrived for a moment, off the path to the kernel.
 The agent always boots warm: it reads back what the kernel holds (nothing on a fresh node) and
-lets zebra's replay confirm it. Exiting never flushes the dataplane, so traffic keeps flowing
-while the agent is down, exactly as an ASIC keeps forwarding through a switch-OS restart.
+lets zebra's replay confirm it; its configuration channel (agent/config.py) claims back what
+it had put there and applies the node's configuration document. Exiting never flushes the
+dataplane, so traffic keeps flowing while the agent is down, exactly as an ASIC keeps
+forwarding through a switch-OS restart.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any
 
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
-from harness.agent.client import SOCKET_NAME
+from harness.agent.client import CONFIG_FILE, SOCKET_NAME
+from harness.agent.config import Change, ConfigError, ConfigOrch, Entry, read
 from harness.agent.control import answer
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
@@ -46,8 +49,9 @@ GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's d
 
 class Agent:
     def __init__(self, node_dir: Path, capacity: CapacityProfile, table: int = SAI_TABLE,
-                 port: int = FPM_PORT) -> None:
+                 port: int = FPM_PORT, config: Path | None = None) -> None:
         self.node_dir = node_dir
+        self.config_path = config or node_dir / CONFIG_FILE
         self.port = port
         self.log = logging.getLogger("agent")
         self.base_capacity = capacity
@@ -59,6 +63,9 @@ class Agent:
                              attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
                                     "SAI_SWITCH_ATTR_RESTART_WARM": True})
         self.orch = RouteOrch(self.sai)
+        self.config = ConfigOrch(self.sai, self.orch,
+                                 bound={"VIRTUAL_ROUTER|default": self.sai.default_vr})
+        self.config_error: str | None = None  # the document on disk could not be applied
         self.port_names: dict[int, str] = {}
         self.fpm: socket.socket | None = None
         self.reader = FpmReader()
@@ -73,7 +80,8 @@ class Agent:
 
     def create_ports(self) -> None:
         """One SAI port and router interface per interface of the node (lane = ifindex),
-        with the admin state and MTU the kernel already has, so booting changes nothing."""
+        with the admin state and MTU the kernel already has, so booting changes nothing, and
+        the profile's speed until the configuration says otherwise."""
         channel = Channel()  # pyroute2's IPRoute would add 0.15 s to every switch's start
         try:
             links = list(channel.dump(ifinfmsg(), RTM_GETLINK, ifinfmsg))
@@ -86,7 +94,8 @@ class Agent:
             status, port = self.sai.create(T.PORT, {
                 "SAI_PORT_ATTR_HW_LANE_LIST": [link["index"]],
                 "SAI_PORT_ATTR_ADMIN_STATE": bool(link["flags"] & IFF_UP),
-                "SAI_PORT_ATTR_MTU": link.get_attr("IFLA_MTU")})
+                "SAI_PORT_ATTR_MTU": link.get_attr("IFLA_MTU"),
+                "SAI_PORT_ATTR_SPEED": self.sai.capacity.port_speed})
             if not status.ok:
                 self.log.error("port %s: %s", name, status)
                 continue
@@ -98,13 +107,44 @@ class Agent:
                 "SAI_ROUTER_INTERFACE_ATTR_MTU": link.get_attr("IFLA_MTU")})
             self.port_names[port] = name  # type: ignore[index]
             self.orch.rif_by_ifindex[link["index"]] = rif  # type: ignore[assignment]
+            self.config.bound[f"PORT|{name}"] = port  # type: ignore[assignment]
+            self.config.bound[f"ROUTER_INTERFACE|{name}"] = rif  # type: ignore[assignment]
 
     def boot(self) -> None:
         self.create_ports()
         adopted = self.sai.warm_adopt()
-        self.orch.adopt()
-        self.log.info("booted: %d ports, %d objects read back from the kernel (%d routes)",
-                      len(self.port_names), adopted, len(self.orch.programmed))
+        entries = self._read_config()
+        claimed = self.config.claim(entries)
+        self.orch.adopt(foreign=claimed)
+        changes = self.config.apply(entries)
+        self.log.info("booted: %d ports, %d objects read back from the kernel (%d routes, %d "
+                      "claimed by the configuration), %d configuration changes",
+                      len(self.port_names), adopted, len(self.orch.programmed), len(claimed),
+                      len(changes))
+
+    # -- configuration channel ------------------------------------------------------------
+
+    def _read_config(self) -> dict[str, Entry]:
+        """The document on disk; at boot a bad one is logged and kept as the node's degraded
+        reason (routes still flow), where `apply` refuses it to the caller."""
+        try:
+            entries = read(self.config_path, set(self.config.bound))
+        except ConfigError as exc:
+            self.log.error("configuration not applied: %s", exc)
+            self.config_error = str(exc)
+            return dict(self.config.applied)
+        self.config_error = None
+        return entries
+
+    def apply_config(self, dry_run: bool) -> list[Change]:
+        """`labctl sai NODE apply`: the document on disk, diffed against the switch."""
+        entries = read(self.config_path, set(self.config.bound))  # ConfigError: to the caller
+        changes = self.config.apply(entries, dry_run=dry_run)
+        if not dry_run:
+            self.config_error = None
+            for change in changes:
+                self.log.info("configuration: %s", change)
+        return changes
 
     # -- FPM ------------------------------------------------------------------------------
 
@@ -181,6 +221,10 @@ class Agent:
                            f"{faults['injected']} call(s) failed")
         if self.sai.capacity != self.base_capacity:
             reasons.append(f"capacity shrunk: {self.sai.capacity.name}")
+        if self.config.failed:
+            reasons.append(f"{len(self.config.failed)} configured object(s) not applied")
+        if self.config_error:
+            reasons.append("configuration document refused (see agent.log)")
         return {
             "pid": os.getpid(), "uptime_s": round(time.time() - self.started, 1),
             "fpm_connected": self.fpm is not None, "fpm_connections": self.connections,
@@ -194,6 +238,9 @@ class Agent:
             "next_hop_groups": self.sai.count(T.NEXT_HOP_GROUP),
             "sai_calls": self.sai.trace.calls, "sai_failures": self.sai.trace.failures,
             "faults": faults, "capacity": self.sai.capacity.as_dict(),
+            "routes_overridden": self.orch.overridden, "config": self.config.status(),
+            "port_speeds": {name: self.sai.record(oid).speed  # type: ignore[union-attr]
+                            for oid, name in self.port_names.items()},
             "state": "degraded" if reasons else "running", "reasons": reasons}
 
     # -- loop -----------------------------------------------------------------------------
@@ -251,11 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=FPM_PORT)
     parser.add_argument("--table", type=int, default=SAI_TABLE)
     parser.add_argument("--capacity", choices=sorted(PROFILES), default="linux")
+    parser.add_argument("--config", type=Path, help="the configuration document (default: "
+                        f"NODE_DIR/{CONFIG_FILE})")
     args = parser.parse_args(argv)
     logging.basicConfig(filename=args.node_dir / "agent.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    agent = Agent(args.node_dir, PROFILES[args.capacity], args.table, args.port)
+    agent = Agent(args.node_dir, PROFILES[args.capacity], args.table, args.port, args.config)
     agent.boot()
     # A FIB is many long-lived objects: the cyclic GC rescanning them took a quarter of a
     # 10k-route download. Boot's objects leave its scans; young collections run less often.

@@ -9,13 +9,18 @@ routes the replay did not confirm are swept once it has settled.
 
 A change that fails in SAI (an injected fault, a full table) is remembered and retried, and
 counted as a reason for the node to be degraded; FRR is never told, as with a real ASIC.
+
+Precedence, one rule: a prefix the configuration channel declares (agent/config.py: a TE
+policy, a static route of the switch) is the configuration's. zebra's route for the same
+prefix is kept in `wanted` but not programmed while the configuration holds it, and takes
+over, with no gap, as soon as the configuration lets the prefix go.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +40,11 @@ T = ObjectType
 log = logging.getLogger("agent.orch")
 NhKey = tuple[str, int]  # (gateway, router interface oid)
 Target = tuple[Any, ...]  # ("drop",) | ("rif", oid) | ("nh", NhKey) | ("group", frozenset)
+#                          | ("config", oid): a next hop the configuration channel owns
 DROP: Target = ("drop",)
 Plan = tuple[Target | str, int | None, dict[str, Any]]
 FORWARD, DROP_ACTION = "SAI_PACKET_ACTION_FORWARD", "SAI_PACKET_ACTION_DROP"
+ACTION, NEXT_HOP_ID = "SAI_ROUTE_ENTRY_ATTR_PACKET_ACTION", "SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID"
 
 
 @dataclass
@@ -52,7 +59,9 @@ class RouteOrch:
     stale: set[IpPrefix] = field(default_factory=set)  # adopted, not yet confirmed by zebra
     next_hops: dict[NhKey, int] = field(default_factory=dict)
     groups: dict[frozenset, int] = field(default_factory=dict)
+    pinned: set[IpPrefix] = field(default_factory=set)  # prefixes the configuration owns
     calls_saved: int = 0
+    overridden: int = 0  # zebra changes kept back because the configuration owns the prefix
 
     # -- zebra events ---------------------------------------------------------------------
 
@@ -154,6 +163,9 @@ class RouteOrch:
         for prefix, change in changes.items():
             if self.stale:
                 self.stale.discard(prefix)
+            if self.pinned and prefix in self.pinned:
+                self._keep_back(prefix, change)
+                continue
             if isinstance(change, RouteDelete):
                 self.wanted.pop(prefix, None)
                 self.failed.pop(prefix, None)
@@ -190,6 +202,48 @@ class RouteOrch:
                 sets.append((prefix, self._key(change), target,
                              self._transition(current, target, oid)))
         self._commit(creates, sets, removes)
+
+    def _keep_back(self, prefix: IpPrefix, change: RouteUpdate | RouteDelete) -> None:
+        """zebra's word on a configured prefix: remembered for when the configuration lets go."""
+        if isinstance(change, RouteDelete):
+            self.wanted.pop(prefix, None)
+        else:
+            self.wanted[prefix] = change
+        self.overridden += 1
+
+    # -- the configuration's routes -------------------------------------------------------
+
+    def pin(self, prefix: IpPrefix, attrs: dict[str, Any]) -> Status:
+        """Program a configured route, over whatever zebra had there; the prefix is the
+        configuration's until `unpin`. Moves between targets without passing through
+        nothing, as `_transition` does for zebra's routes."""
+        key = RouteKey(self.sai.default_vr, prefix)
+        action, next_hop = attrs.get(ACTION, FORWARD), attrs.get(NEXT_HOP_ID, NULL_OID)
+        self.pinned.add(prefix)
+        self.stale.discard(prefix)
+        self.failed.pop(prefix, None)
+        self.skipped.pop(prefix, None)
+        current = self.sai.record(key)
+        if current is None:
+            status = self.sai.create(T.ROUTE_ENTRY, attrs, key)[0]
+        elif (current.packet_action, current.next_hop_id) == (action, next_hop):  # type: ignore[attr-defined]
+            status = Status.SUCCESS
+        else:
+            steps = ([(ACTION, action), (NEXT_HOP_ID, next_hop)] if action != FORWARD
+                     else [(NEXT_HOP_ID, next_hop), (ACTION, action)])
+            status = next((s for s in self.sai.set_bulk([(key, n, v) for n, v in steps])
+                           if not s.ok), Status.SUCCESS)
+        if status.ok:
+            self.programmed[prefix] = DROP if action == DROP_ACTION else ("config", next_hop)
+            self.collect_garbage()  # zebra's next hops the route no longer uses
+        return status
+
+    def unpin(self, prefix: IpPrefix) -> None:
+        """Hand a prefix back: zebra's route for it is programmed, or the route goes."""
+        self.pinned.discard(prefix)
+        route = self.wanted.get(prefix)
+        self._program({prefix: route if route is not None else RouteDelete(prefix)})
+        self.collect_garbage()
 
     def _plan(self, route: RouteUpdate) -> Plan:
         """Where a route goes: its target (or why it has none), the SAI object that reaches
@@ -308,12 +362,17 @@ class RouteOrch:
 
     # -- warm restart ---------------------------------------------------------------------
 
-    def adopt(self) -> None:
-        """Rebuild targets from the SAI objects a warm start read back; all start stale."""
+    def adopt(self, foreign: Collection[int] = ()) -> None:
+        """Rebuild targets from the SAI objects a warm start read back; all start stale.
+        `foreign`: next hops and groups the configuration channel claimed, not ours to share
+        or collect; a route to one is ("config", oid) until the configuration pins it."""
         hops = {oid: (str(r.ip), r.router_interface_id)
-                for oid, r in self.sai.objects(T.NEXT_HOP).items() if isinstance(r, NextHop)}
+                for oid, r in self.sai.objects(T.NEXT_HOP).items()
+                if isinstance(r, NextHop) and r.ip is not None and oid not in foreign}
         self.next_hops = {key: oid for oid, key in hops.items()}  # type: ignore[misc]
         for group in self.sai.objects(T.NEXT_HOP_GROUP):
+            if group in foreign:
+                continue
             members = frozenset((hops[m.next_hop_id], m.weight)
                                 for m in self.sai.members(group).values()  # type: ignore[arg-type]
                                 if isinstance(m, NextHopGroupMember))
@@ -325,6 +384,6 @@ class RouteOrch:
             target = (DROP if route.packet_action == DROP_ACTION
                       else ("rif", route.next_hop_id)
                       if oid_type(route.next_hop_id) is T.ROUTER_INTERFACE
-                      else by_oid[route.next_hop_id])
+                      else by_oid.get(route.next_hop_id, ("config", route.next_hop_id)))
             self.programmed[key.destination] = target
         self.stale = set(self.programmed)

@@ -1,7 +1,8 @@
 """sai: look inside a switch's SAI dataplane and break it on purpose.
 
-`labctl sai [LAB/]NODE dump|counters|trace|status|fault|restart`. Everything goes through the
-node's agent control socket.
+`labctl sai [LAB/]NODE dump|counters|trace|status|fault|restart|apply|config`. Everything
+goes through the node's agent control socket. `apply` makes the switch hold its configuration
+document (NODE_DIR/sai-config.json, harness/agent/config.py); `--dry-run` shows the diff.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     shrink.add_argument("size", type=int)
     kinds.add_parser("clear", help="remove every fault and restore the table sizes")
     actions.add_parser("restart", help="warm-restart the agent (kill -9, start, reconcile)")
+    a = actions.add_parser("apply", help="apply the node's configuration document "
+                           "(sai-config.json in its directory): only what changed")
+    a.add_argument("--dry-run", action="store_true", help="show the changes, make none")
+    actions.add_parser("config", help="where the configuration document is and what of it "
+                       "the switch holds")
     p.set_defaults(run=sai)
 
 
@@ -70,6 +76,8 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         return {"cmd": "dump", "types": args.types}
     if args.action == "trace":
         return {"cmd": "trace", "lines": args.lines}
+    if args.action == "apply":
+        return {"cmd": "apply", "dry_run": args.dry_run}
     if args.action != "fault":
         return {"cmd": args.action}
     if args.fault == "fail":
@@ -97,8 +105,16 @@ def sai(args: argparse.Namespace) -> int:
         _print_dump(result)
     elif args.action == "counters":
         _print_counters(result)
+    elif args.action == "apply":
+        for change in result["changes"] or ["nothing to change"]:
+            out.print(change, highlight=False)
     else:
         print(json.dumps(result, indent=2))
+    if args.action == "apply" and result["failed"]:
+        out.print(f"[red]{len(result['failed'])} object(s) not applied:[/]")
+        for key, why in result["failed"].items():
+            out.print(f"  {key}: {why}", highlight=False)
+        return 1
     return 0
 
 

@@ -13,18 +13,21 @@ removes it, and a route the agent failed to program does not forward though zebr
 
 from __future__ import annotations
 
+import json
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.agent.client import SOCKET_NAME, ask
+from harness.agent.client import CONFIG_FILE, SOCKET_NAME, ask
 from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.linux.processes import kill_and_reap
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan
+from harness.topology.render_sai import sai_config
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
@@ -52,6 +55,16 @@ def install_rules(lab: LabContext, node: str) -> None:
                     iifname="lo")
             ip.rule("add", family=family, table=SAI_TABLE, priority=SAI_RULE_PREF)
             ip.rule("del", family=family, table=RT_TABLE_MAIN, priority=MAIN_RULE_PREF)
+
+
+def port_speeds(status: dict[str, Any]) -> str:
+    """An agent's port speeds in short: 2x400G 1x100G."""
+    speeds = Counter(status["port_speeds"].values())
+    return " ".join(f"{n}x{_speed(mbit)}" for mbit, n in sorted(speeds.items(), reverse=True))
+
+
+def _speed(mbit: int) -> str:
+    return f"{mbit // 1000}G" if mbit % 1000 == 0 else f"{mbit}M"
 
 
 def agent_pid(frr: Frr) -> int:
@@ -103,10 +116,14 @@ class SaiKind(FrrKind):
         return super().config(lab, node, frr, bfd_neighbours=bfd_neighbours) + fpm_config()
 
     def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
-        """The rules and the SAI table outlive a crash, so only a fresh node gets rules; a
-        restarted agent reads the table back and reconciles it with what zebra replays."""
+        """The rules and the SAI table outlive a crash, so only a fresh node gets rules and
+        its configuration document as the plan renders it (after a crash, the document as
+        the user last edited it stays); a restarted agent reads the table back and
+        reconciles it with what zebra replays and with the document."""
         if fresh:
             install_rules(lab, node.name)
+            document = json.dumps(sai_config(node), indent=1, sort_keys=True)
+            (lab.node_dir(node.name) / CONFIG_FILE).write_text(document + "\n")
         start_agent(lab, node.name)
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
@@ -117,7 +134,7 @@ class SaiKind(FrrKind):
         except LabError:
             return {**status, "state": worse_state(status["state"], "degraded"),
                     "sai": "agent down"}
-        summary = f"{agent['routes_programmed']} routes"
+        summary = f"{agent['routes_programmed']} routes; ports {port_speeds(agent)}"
         if agent["reasons"]:
             summary += "; " + "; ".join(agent["reasons"])
         return {**status, "state": worse_state(status["state"], agent["state"]), "sai": summary}

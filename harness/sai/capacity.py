@@ -24,6 +24,7 @@ class CapacityProfile:
     neighbors: int = 65_536
     my_sids: int = 16_384
     sid_lists: int = 16_384
+    port_speed: int = 100_000  # Mb/s of a port the topology gives no `bandwidth`
 
     def limit(self, kind: ObjectType) -> int | None:
         field = _TABLE_OF.get(kind)

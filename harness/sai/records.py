@@ -365,6 +365,23 @@ class BufferProfile(Record):
 
 
 @dataclass(frozen=True)
+class IngressPriorityGroup(Record):
+    """A port's ingress priority group (0..7): where a lossless class's buffer profile, and
+    so its PFC headroom, is attached to a port."""
+
+    TYPE = T.INGRESS_PRIORITY_GROUP
+    ATTRS = (attr("SAI_INGRESS_PRIORITY_GROUP_ATTR_PORT", "port", mandatory=True,
+                  create_only=True, refs=(T.PORT,)),
+             attr("SAI_INGRESS_PRIORITY_GROUP_ATTR_INDEX", "index", _int(0, 7), mandatory=True,
+                  create_only=True),
+             attr("SAI_INGRESS_PRIORITY_GROUP_ATTR_BUFFER_PROFILE", "buffer_profile",
+                  refs=(T.BUFFER_PROFILE,)))
+    port: int = NULL_OID
+    index: int = 0
+    buffer_profile: int = NULL_OID
+
+
+@dataclass(frozen=True)
 class QosMap(Record):
     """DSCP -> traffic class (0..63 -> 0..7) or traffic class -> queue (0..7 -> 0..7)."""
 
@@ -387,7 +404,7 @@ class QosMap(Record):
 RECORDS: dict[ObjectType, type[Record]] = {r.TYPE: r for r in (
     Switch, VirtualRouter, Port, RouterInterface, NeighborEntry, NextHop, NextHopGroup,
     NextHopGroupMember, RouteEntry, Srv6SidList, MySidEntry, BufferPool, BufferProfile,
-    QosMap)}
+    IngressPriorityGroup, QosMap)}
 
 
 def build(kind: ObjectType, attrs: dict[str, Any]) -> tuple[Status, Record | str]:

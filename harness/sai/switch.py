@@ -20,6 +20,7 @@ from harness.sai.capacity import CapacityProfile
 from harness.sai.faults import FaultPlan
 from harness.sai.records import (
     BufferProfile,
+    IngressPriorityGroup,
     NextHop,
     NextHopGroup,
     NextHopGroupMember,
@@ -356,6 +357,13 @@ class SaiSwitch:
             return Status.ITEM_ALREADY_EXISTS, "lane already belongs to a port"
         return Status.SUCCESS, ""
 
+    def _admit_priority_group(self, record: IngressPriorityGroup) -> tuple[Status, str]:
+        if any(isinstance(g, IngressPriorityGroup) and (g.port, g.index) == (record.port,
+                                                                              record.index)
+               for g in self._objects[T.INGRESS_PRIORITY_GROUP].values()):
+            return Status.ITEM_ALREADY_EXISTS, f"the port has priority group {record.index}"
+        return Status.SUCCESS, ""
+
     def _admit_member(self, record: NextHopGroupMember) -> tuple[Status, str]:
         members = self._members.get(record.next_hop_group_id, {}).values()
         if any(m.next_hop_id == record.next_hop_id for m in members):
@@ -453,4 +461,5 @@ class SaiSwitch:
 
 
 _ADMISSION = {T.BUFFER_PROFILE: SaiSwitch._admit_buffer_profile, T.PORT: SaiSwitch._admit_port,
-              T.NEXT_HOP_GROUP_MEMBER: SaiSwitch._admit_member}
+              T.NEXT_HOP_GROUP_MEMBER: SaiSwitch._admit_member,
+              T.INGRESS_PRIORITY_GROUP: SaiSwitch._admit_priority_group}

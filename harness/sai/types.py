@@ -28,6 +28,7 @@ class ObjectType(IntEnum):
     ROUTE_ENTRY = 20
     QUEUE = 21
     QOS_MAP = 23
+    INGRESS_PRIORITY_GROUP = 26
     BUFFER_POOL = 27
     BUFFER_PROFILE = 29
     NEXT_HOP_GROUP_MEMBER = 45

@@ -121,15 +121,16 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         mtu = link.mtu or DEFAULT_MTU
         links.append(LinkPlan(a=a, b=b, mtu=mtu, distance_km=link.distance_km,
                               impairment=impairment_of(link)))
+        port = {"mtu": mtu, "bandwidth_bps": link.bandwidth}
         if na not in fabric or nb not in fabric:  # the user's own configs address it
-            interfaces[na].append(Interface(name=ia, ipv4=None, ipv6=None, mtu=mtu, peer=b))
-            interfaces[nb].append(Interface(name=ib, ipv4=None, ipv6=None, mtu=mtu, peer=a))
+            interfaces[na].append(Interface(name=ia, ipv4=None, ipv6=None, peer=b, **port))
+            interfaces[nb].append(Interface(name=ib, ipv4=None, ipv6=None, peer=a, **port))
             continue
         net4, net6 = next(p2p4), next(p2p6)
         ends = ((a, b, net4[0], net4[1], net6[0]), (b, a, net4[1], net4[0], net6[1]))
         for local, peer, v4, peer4, v6 in ends:
             interfaces[local.node].append(Interface(
-                name=local.iface, ipv4=f"{v4}/31", ipv6=f"{v6}/127", mtu=mtu, peer=peer))
+                name=local.iface, ipv4=f"{v4}/31", ipv6=f"{v6}/127", peer=peer, **port))
             sessions.append(Session(
                 node=local.node, peer=peer.node, local_ip=str(v4), peer_ip=str(peer4),
                 local_asn=asns[local.node], peer_asn=asns[peer.node], iface=local.iface,

@@ -51,6 +51,7 @@ class Interface(_Plain):
     ipv6: str | None  # "fd00:0:1::/127"
     mtu: int
     peer: Endpoint
+    bandwidth_bps: int | None = None  # the port's speed (link `bandwidth`); None: the default
 
 
 class LinkPlan(_Plain):

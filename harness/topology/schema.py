@@ -168,6 +168,9 @@ class LinkSpec(_Strict):
     loss: Percent | None = None
     duplicate: Percent | None = None
     rate: RateBps | None = None
+    bandwidth: RateBps | None = Field(
+        None, ge=1_000_000, description="the speed both ends' ports run at, as a SAI switch's "
+        "SAI_PORT_ATTR_SPEED (default: the switch's profile); it shapes nothing, `rate` does")
 
 
 class TopologySpec(_Strict):

@@ -199,6 +199,104 @@ def test_warm_restart_keeps_traffic_and_writes_nothing(lab: Lab) -> None:
     assert "proto 250" not in changes and "Deleted" not in changes, changes
 
 
+def headroom_document(lab: Lab, prefixes: list[str]) -> dict:
+    """leaf1's ports, a lossless buffer profile on eth1's priority group 3, a DSCP map, and
+    `prefixes` routed through spine2 only (eth2) by the configuration."""
+    via_spine2 = peer_of(lab, "leaf1", "eth2")
+    return {
+        "PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000,
+                      "SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP": "QOS_MAP|rdma"},
+        "BUFFER_POOL|ingress": {"SAI_BUFFER_POOL_ATTR_TYPE": "SAI_BUFFER_POOL_TYPE_INGRESS",
+                                "SAI_BUFFER_POOL_ATTR_SIZE": 33_554_432},
+        "BUFFER_PROFILE|lossless": {"SAI_BUFFER_PROFILE_ATTR_POOL_ID": "BUFFER_POOL|ingress",
+                                    "SAI_BUFFER_PROFILE_ATTR_RESERVED_BUFFER_SIZE": 19_456,
+                                    "SAI_BUFFER_PROFILE_ATTR_XOFF_TH": 160_000,
+                                    "SAI_BUFFER_PROFILE_ATTR_XON_TH": 19_456},
+        "INGRESS_PRIORITY_GROUP|eth1-3": {
+            "SAI_INGRESS_PRIORITY_GROUP_ATTR_PORT": "PORT|eth1",
+            "SAI_INGRESS_PRIORITY_GROUP_ATTR_INDEX": 3,
+            "SAI_INGRESS_PRIORITY_GROUP_ATTR_BUFFER_PROFILE": "BUFFER_PROFILE|lossless"},
+        "QOS_MAP|rdma": {"SAI_QOS_MAP_ATTR_TYPE": "SAI_QOS_MAP_TYPE_DSCP_TO_TC",
+                         "SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST": [[26, 3], [48, 6]]},
+        "NEXT_HOP|spine2": {"SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_IP",
+                            "SAI_NEXT_HOP_ATTR_IP": via_spine2,
+                            "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": "ROUTER_INTERFACE|eth2"},
+        **{f"ROUTE_ENTRY|{p}": {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": "NEXT_HOP|spine2"}
+           for p in prefixes}}
+
+
+def test_the_configuration_channel_reaches_the_kernel_and_survives_a_restart(lab: Lab) -> None:
+    """The issue's bar: a change to a running switch's document reaches the kernel (and real
+    transit packets), survives `labctl sai NODE restart` with nothing written to the kernel,
+    owns its prefixes over zebra's updates, and hands them back when it lets go."""
+    path = lab.node_dir("leaf1") / "sai-config.json"
+    rendered = path.read_text()
+    host2 = f"{lab.plan.node('host2').loopback4}/32"
+    via_spine2 = f"via {peer_of(lab, 'leaf1', 'eth2')} dev eth2"
+    try:
+        path.write_text(json.dumps(headroom_document(lab, ["10.78.0.0/24", host2]), indent=1))
+        planned = labctl("sai", f"{NAME}/leaf1", "apply", "--dry-run")
+        assert planned.returncode == 0 and "create ROUTE_ENTRY|10.78.0.0/24" in planned.stdout
+        assert not table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24")
+        applied = labctl("sai", f"{NAME}/leaf1", "apply")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert f"create ROUTE_ENTRY|{host2} (over zebra's route)" in applied.stdout
+        assert via_spine2 in table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24")
+        assert answered_by(lab, transit_ping(lab, "10.78.0.1"), "spine2")
+        assert table(lab, "leaf1", SAI_TABLE, host2).strip().endswith(via_spine2 + " proto 250")
+
+        monitor = lab.node("leaf1").popen(["ip", "monitor", "route", "nexthop"],
+                                          stdout=subprocess.PIPE, text=True)
+        try:
+            assert labctl("sai", f"{NAME}/leaf1", "restart").returncode == 0
+            wait_for("leaf1's replay", lambda: agent(lab, "leaf1")["fpm_connected"]
+                     and not agent(lab, "leaf1")["replaying"], timeout=30)
+        finally:
+            monitor.terminate()
+        changes = monitor.communicate()[0]
+        assert "proto 250" not in changes and "Deleted" not in changes, changes
+        dump = agent(lab, "leaf1", {"cmd": "dump"})
+        profile = dump["SAI_OBJECT_TYPE_BUFFER_PROFILE"][0]
+        assert profile["SAI_BUFFER_PROFILE_ATTR_XOFF_TH"] == 160_000
+        assert len(dump["SAI_OBJECT_TYPE_INGRESS_PRIORITY_GROUP"]) == 1
+        assert dump["SAI_OBJECT_TYPE_QOS_MAP"][0]["SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST"] == [
+            [26, 3], [48, 6]]
+        status = agent(lab, "leaf1")
+        assert status["port_speeds"] == {"eth1": 400_000, "eth2": 100_000, "eth3": 100_000}
+        assert status["config"] == {"objects": 8, "failed": {}}, status["config"]
+        assert via_spine2 in table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24")
+        row = next(r for r in lab_status(lab) if r["node"] == "leaf1")
+        assert "ports 1x400G 2x100G" in row["sai"], row
+
+        # zebra's news on a configured prefix is kept back: eth1 down moves its route
+        overridden = status["routes_overridden"]
+        lab.node("leaf1").cmd("ip", "link", "set", "eth1", "down", check=True)
+        try:
+            wait_for("zebra's update of host2's route", lambda: agent(
+                lab, "leaf1")["routes_overridden"] > overridden)
+            assert table(lab, "leaf1", SAI_TABLE, host2).strip().endswith(
+                via_spine2 + " proto 250")
+        finally:
+            lab.node("leaf1").cmd("ip", "link", "set", "eth1", "up", check=True)
+            wait_converged(lab, 60)
+
+        path.write_text(json.dumps(headroom_document(lab, []), indent=1))
+        let_go = labctl("sai", f"{NAME}/leaf1", "apply")
+        assert let_go.returncode == 0 and f"remove ROUTE_ENTRY|{host2}" in let_go.stdout
+        assert not table(lab, "leaf1", SAI_TABLE, "10.78.0.0/24")
+        wait_for("zebra's ECMP back for host2", lambda: {"dev eth1", "dev eth2"} <= set(
+            re.findall(r"dev eth\d", table(lab, "leaf1", SAI_TABLE, host2))))
+
+        path.write_text('{"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400000},\n "QOS_MAP|x": 3}')
+        refused = labctl("sai", f"{NAME}/leaf1", "apply")
+        assert refused.returncode != 0 and f"{path}:2: QOS_MAP|x" in refused.stderr, refused
+        assert agent(lab, "leaf1")["config"]["objects"] == 6
+    finally:
+        path.write_text(rendered)
+        assert labctl("sai", f"{NAME}/leaf1", "apply").returncode == 0
+    assert agent(lab, "leaf1")["port_speeds"]["eth1"] == 100_000
+
+
 def test_a_crashed_switch_comes_back_as_a_sai_switch(lab: Lab) -> None:
     """After a crash the switch restarts with FPM and its agent: a route added in FRR after
     the restart reaches the SAI table, and inspect shows the agent healthy."""
@@ -220,7 +318,8 @@ def test_a_crashed_switch_comes_back_as_a_sai_switch(lab: Lab) -> None:
         frr.vtysh("configure terminal", f"no ip route 10.79.0.0/24 {via}")
     row = next(r for r in lab_status(lab) if r["node"] == "leaf1")
     assert row["kind"] == "sai" and row["state"] == "running", row
-    assert row["sai"].endswith("routes") and row["daemons_down"] == [], row
+    assert re.fullmatch(r"\d+ routes; ports 3x100G", row["sai"]), row
+    assert row["daemons_down"] == [], row
 
 
 def test_labctl_sai_dump_counters_trace(lab: Lab) -> None:

@@ -9,6 +9,7 @@ from harness.topology.augment import augment
 from harness.topology.loader import load_file, load_text
 from harness.topology.plan import LabPlan
 from harness.topology.reachability import reachable_origins
+from harness.topology.render_sai import sai_config
 from tests.conftest import TOPOLOGIES
 
 
@@ -164,3 +165,19 @@ def test_bgp_timers_the_topology_gives_are_kept() -> None:
     assert _timers(_chain(101, "{bfd: {}, keepalive_budget: 50, keepalive: 5}")) == (5, 15, [])
     assert _timers(_chain(2, "{hold: 30}")) == (10, 30, [])
     assert _timers(_chain(2, "{keepalive: 2, hold: 7}")) == (2, 7, [])
+
+
+def test_link_bandwidth_is_the_port_speed_of_both_ends_in_the_switch_document() -> None:
+    text = """
+name: bw
+topology:
+  nodes: {leaf1: {role: leaf, kind: sai}, spine1: {role: spine, kind: sai},
+          spine2: {role: spine, kind: sai}}
+  links:
+    - {endpoints: ["leaf1:eth1", "spine1:eth1"], bandwidth: 400Gbit}
+    - {endpoints: ["leaf1:eth2", "spine2:eth1"]}
+"""
+    plan = augment(load_text(text))
+    assert sai_config(plan.node("leaf1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
+    assert sai_config(plan.node("spine1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
+    assert sai_config(plan.node("spine2")) == {}  # the switch's profile speed
