@@ -1,1 +1,9 @@
-"""Fabric generators: parameters in, a topology file (the ordinary schema) out."""
+"""Fabric generators: parameters in, a topology file (the ordinary schema) out; one module
+each, registered here (fabrics/base.py says what a generator provides)."""
+
+from __future__ import annotations
+
+from harness.fabrics import fpf
+from harness.fabrics.base import Fabric
+
+GENERATORS: dict[str, Fabric] = {f.name: f for f in (fpf.FABRIC,)}

@@ -34,6 +34,12 @@ from harness.topology.user_nodes import user_node
 from harness.topology.validate import split_endpoint, validate
 
 DEFAULT_MTU = 1500
+# What a node's plan takes from its spec as written: every field the two models share by
+# name, so a new node field (region, building, platform) is declared in schema.py and
+# plan.py and needs nothing here. The rest is planned: ASNs and loopbacks (fabric nodes
+# only), binds resolved against the topology file.
+AS_WRITTEN = tuple(f for f in NodePlan.model_fields if f in NodeFields.model_fields
+                   and f not in {"asn", "loopback4", "loopback6", "binds"})
 _SHARED_ASN_OFFSET = {Role.superspine: 0, Role.spine: 100}
 _UNIQUE_ASN_OFFSET = {Role.leaf: 1_000, Role.host: 10_000, Role.backbone: 20_000,
                       Role.scaleup: 30_000}
@@ -138,9 +144,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
     base = Path(src.file).parent
     node_plans = []
     for node_name, n in nodes.items():
-        common = {"name": node_name, "role": n.role, "kind": n.kind, "plane": n.plane,
-                  "image": n.image, "group": n.group, "labels": n.labels, "exec": n.exec,
-                  "env": n.env, "sysctls": n.sysctls, "cmd": n.cmd,
+        common = {"name": node_name, **{f: getattr(n, f) for f in AS_WRITTEN},
                   "binds": [parse_bind(b, base) for b in n.binds],
                   "interfaces": interfaces[node_name]}
         if node_name in fabric:
