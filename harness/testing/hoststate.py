@@ -7,6 +7,11 @@ shares memory turns it on; the last one destroyed must put it back), the host's 
 (`/etc/frr`), the entries of `/tmp` (Mininet's global cleanup deletes `/tmp/*.log`) and
 `/dev/null`. Counters, address lifetimes and iptables-save's timestamps are left out: they
 change anyway.
+
+`/tmp` is every program's: a change there is the lab's only when it names what a lab runs
+(fabric-lab's engines, FRR, Mininet, containerlab) or is what Mininet's global cleanup does
+(an existing `*.log` deleted). The harness itself writes nothing there, and a node's own
+commands get a private `/tmp` (runtime/sandbox.py); another program's files come and go.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ SYSCTLS = (*ROUTER_SYSCTLS, *(f"net.{afi}.neigh.default.gc_thresh{i}" for afi in
            "kernel.pty.max")
 FRR_CONFIG_DIR = Path("/etc/frr")
 TMP = Path("/tmp")
+_LABS_OWN = re.compile(r"(^|[-_.])(fabric|fabric-lab|fabric_lab|fl|frr|bfdd|zebra|bgpd|"
+                       r"labctl|sai|mininet|mn|clab|containerlab)([-_.]|$)", re.I)
 _NOISE = (re.compile(r'"(valid|preferred)_life_time":\d+,?'), re.compile(r"^#.*$", re.M),
           re.compile(r'"stats64":\{.*?\}\}'))
 
@@ -113,13 +120,22 @@ def ksm_state() -> dict[str, object]:
             "ksmd": [ksm.scheduling(pid) for pid in ksm.merging_thread()]}
 
 
+def lab_tmp_change(name: str, old: object, new: object) -> bool:
+    """Whether a change of /tmp entry `name` (None: absent) can be a lab's (module doc)."""
+    return bool(_LABS_OWN.search(name)) or (old is not None and new is None
+                                            and name.endswith(".log"))
+
+
 def differences(before: dict[str, object], after: dict[str, object]) -> list[str]:
-    """What changed, one line per item: a key's text, or each entry of a mapping."""
+    """What changed, one line per item: a key's text, or each entry of a mapping (of /tmp,
+    only the changes a lab can have made)."""
     changed = []
     for key, old in before.items():
         new = after[key]
         if isinstance(old, dict) and isinstance(new, dict):
             for item in sorted(old.keys() | new.keys()):
+                if key == "tmp" and not lab_tmp_change(item, old.get(item), new.get(item)):
+                    continue
                 if old.get(item) != new.get(item):
                     changed.append(f"{key} {item}: {old.get(item, '(absent)')} -> "
                                    f"{new.get(item, '(absent)')}")
