@@ -40,6 +40,7 @@ from harness.errors import LabError
 from harness.faults import Faults
 from harness.kernel import neighbour_limit_raised
 from harness.lab import Lab, destroy_lab
+from harness.paths import lab_dir
 from harness.spray.control import LOG_FILE, probe_timing, read_spray, spraying_hosts, wait_spray
 from harness.stats import percentile
 from harness.testing import plan_from
@@ -231,7 +232,7 @@ def main() -> int:
 
     plan = plan_from(args.topology, name="fpf-bench")
     try:
-        with neighbour_limit_raised(plan):
+        with neighbour_limit_raised(plan, str(lab_dir(plan.name))):
             lab, marks = deploy(plan)
     except DeployFailed as failed:
         print(f"TOO HEAVY FOR THIS MACHINE: {failed}")

@@ -63,7 +63,7 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
     available = ksm.mem_available_mib()
     lab = Lab(plan(params(hosts, bfd, host_echo)), share_memory=share)
     start = time.monotonic()
-    with neighbour_limit_raised(lab.plan):
+    with neighbour_limit_raised(lab.plan, str(lab.dir)):
         try:
             converged = lab.deploy(timeout=timeout)
             seconds = time.monotonic() - start

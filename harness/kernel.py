@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from types import FrameType
 
+from harness.linux import hostwide
 from harness.linux.scratch import scratch_netns
 from harness.topology.plan import LabPlan
 
@@ -160,47 +161,88 @@ NEIGHBOUR_TABLES = (_table("ipv4", "arp_cache"), _table("ipv6", "ndisc_cache"))
 NEIGHBOURS_PER_SESSION_END = 2
 
 
+def _room_needed(table: NeighbourTable, plan: LabPlan) -> int | None:
+    """The limit that gives the lab room in `table` (a power of two above what the host holds
+    now plus what the lab needs), or None when it fits already."""
+    want = table.in_use() + table.need(plan)
+    return None if want <= table.limit() else 1 << want.bit_length()
+
+
 def neighbour_room(plan: LabPlan) -> str | None:
     """Why the host's neighbour tables cannot hold a lab's neighbours, or None: a lab must not
     start where it does not fit."""
     short, fixes = [], []
     for table in NEIGHBOUR_TABLES:
-        need, limit, in_use = table.need(plan), table.limit(), table.in_use()
-        if in_use + need <= limit:
+        limit = _room_needed(table, plan)
+        if limit is None:
             continue
-        short.append(f"about {need} {table.afi} neighbour entries and this host has room for "
-                     f"{max(0, limit - in_use)} ({table.sysctl}.gc_thresh3 = {limit}, "
-                     f"{in_use} in use)")
-        fixes += [f"{table.sysctl}.{key}={value}" for key, value
-                  in table.settings(1 << (in_use + need).bit_length()).items()]
+        in_use = table.in_use()
+        short.append(f"about {table.need(plan)} {table.afi} neighbour entries and this host has "
+                     f"room for {max(0, table.limit() - in_use)} ({table.sysctl}.gc_thresh3 = "
+                     f"{table.limit()}, {in_use} in use)")
+        fixes += [f"{table.sysctl}.{key}={value}"
+                  for key, value in table.settings(limit).items()]
     if not short:
         return None
     return (f"the lab needs {' and '.join(short)}; the limits are shared by every namespace, "
-            "and sessions whose neighbours do not fit would stay down. Raise them: "
-            f"sysctl -w {' '.join(fixes)}")
+            "and sessions whose neighbours do not fit would stay down. Deploy with "
+            "--raise-neighbour-limits (the host's values come back when the last lab that "
+            f"raised them is destroyed), or raise them yourself: sysctl -w {' '.join(fixes)}")
+
+
+def neighbour_setting() -> hostwide.Setting:
+    """Both tables' thresholds, as one host-wide setting (linux/hostwide.py)."""
+    keys = ("gc_thresh1", "gc_thresh2", "gc_thresh3")
+
+    def read() -> dict[str, object]:
+        return {t.sysctl: {key: (t.limits / key).read_text().strip() for key in keys}
+                for t in NEIGHBOUR_TABLES}
+
+    def write(host: dict[str, object]) -> None:
+        for table in NEIGHBOUR_TABLES:
+            for key, value in host[table.sysctl].items():  # type: ignore[attr-defined]
+                (table.limits / key).write_text(str(value))
+    return hostwide.Setting("neighbour-limits", read, write)
+
+
+def hold_neighbour_limits(plan: LabPlan, holder: str,
+                          where: Path = hostwide.HOST_DIR) -> list[str]:
+    """Raise the host's neighbour limits so `plan` fits, held by `holder` (a lab directory)
+    until `release_neighbour_limits`; returns what was raised, one line a threshold."""
+    raised: list[str] = []
+
+    def change() -> None:
+        for table in NEIGHBOUR_TABLES:
+            limit = _room_needed(table, plan)
+            if limit is None:
+                continue
+            for key, value in table.settings(limit).items():
+                old = (table.limits / key).read_text().strip()
+                (table.limits / key).write_text(str(value))
+                raised.append(f"{table.sysctl}.{key} {old} -> {value}")
+    hostwide.hold(neighbour_setting(), holder, change, where)
+    return raised
+
+
+def release_neighbour_limits(holder: str | None, where: Path = hostwide.HOST_DIR) -> bool:
+    """`holder` no longer needs them (None: sweep holders whose lab is gone); the host's values
+    come back with the last one."""
+    return hostwide.release(neighbour_setting(), holder, lambda h: Path(h).is_dir(), where)
 
 
 @contextlib.contextmanager
-def neighbour_limit_raised(plan: LabPlan) -> Iterator[None]:
-    """For a bench's run only: raise the host's neighbour limits so the lab fits, and put the
-    old values back (a lab deployed by hand gets the sysctl to run instead), also when the
-    bench is stopped with SIGTERM (`timeout`, kill), which would otherwise skip `finally`."""
-    keys = ("gc_thresh1", "gc_thresh2", "gc_thresh3")
-    old = {table: {key: (table.limits / key).read_text().strip() for key in keys}
-           for table in NEIGHBOUR_TABLES}
+def neighbour_limit_raised(plan: LabPlan, holder: str,
+                           where: Path = hostwide.HOST_DIR) -> Iterator[None]:
+    """For a bench's run: the limits raised as `deploy --raise-neighbour-limits` raises them,
+    put back at the end, also when the bench is stopped with SIGTERM (`timeout`, kill),
+    which would otherwise skip `finally`."""
     on_sigterm = signal.signal(signal.SIGTERM, _unwind)
     try:
-        for table in NEIGHBOUR_TABLES:
-            need = 4 * table.need(plan)
-            if table.limit() < need:
-                print(f"raising {table.sysctl}.gc_thresh3 {table.limit()} -> {need} for the run")
-                for key, value in table.settings(need).items():
-                    (table.limits / key).write_text(str(value))
+        for line in hold_neighbour_limits(plan, holder, where):
+            print(f"raising {line} for the run")
         yield
     finally:
-        for table, values in old.items():
-            for key, value in values.items():
-                (table.limits / key).write_text(value)
+        release_neighbour_limits(holder, where)
         signal.signal(signal.SIGTERM, on_sigterm)
 
 

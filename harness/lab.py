@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.converge import Convergence
 from harness.deploy.stages import Progress, Stage, deploy_stages
 from harness.errors import LabError
-from harness.kernel import neighbour_room
+from harness.kernel import hold_neighbour_limits, neighbour_room, release_neighbour_limits
 from harness.linux import ksm
 from harness.linux.journal import Journal
 from harness.linux.processes import kill_and_reap
@@ -42,6 +42,7 @@ class Lab(LabContext):
                                            "notes": [*plan.notes, *([note] if note else [])]})
         super().__init__(plan, directory, engine, journal)
         self.plan = self.runtime.prepare(plan)
+        self.host_changes: list[str] = []  # host-wide settings this deploy changed, said once
 
     def frr(self, name: str) -> Frr:
         return frr_of(self, name)
@@ -60,15 +61,25 @@ class Lab(LabContext):
         return cls(plan)
 
     def deploy(self, progress: Progress | None = None, *, start_frr: bool = True,
-               timeout: float = 120.0, stages: list[Stage] | None = None) -> Convergence | None:
+               timeout: float = 120.0, stages: list[Stage] | None = None,
+               raise_neighbour_limits: bool = False) -> Convergence | None:
+        """`raise_neighbour_limits`: where the host's neighbour tables cannot hold the lab,
+        raise them for it (kept in `host_changes`) rather than refuse; the host's values
+        come back when the last lab that raised them is destroyed."""
         progress = progress or Progress()
         stages = stages if stages is not None else deploy_stages(start=start_frr,
                                                                   timeout=timeout)
         self.runtime.check(self.plan, start=start_frr)
         problem = neighbour_room(self.plan) if start_frr else None  # wired only: no sessions
-        if problem:
+        if problem and not raise_neighbour_limits:
             raise LabError(f"cannot deploy {self.plan.name} ({self.plan.source}): {problem}")
         self._claim()
+        if problem:
+            try:
+                self.host_changes = hold_neighbour_limits(self.plan, str(self.dir))
+            except BaseException:
+                self.destroy()
+                raise
         result = None
         for stage in stages:
             try:
@@ -116,12 +127,18 @@ def destroy_lab(name: str) -> bool:
     for path in [*journal.paths(), *frr_leftovers(name)]:
         shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
-    ksm.stop_merging(still_sharing=lambda: any(getattr(plan_of(lab), "share_memory", False)
-                                               for lab in lab_names()))
+    release_host_settings(str(directory))
     if survivors:
         raise LabError(f"lab {name}: processes {survivors} did not exit after SIGKILL (stuck in "
                        "the kernel?); everything else was removed, run destroy again later")
     return existed
+
+
+def release_host_settings(holder: str | None) -> None:
+    """The host-wide settings `holder` (a lab directory; None: every lab that is gone) relied
+    on come back to the host's values once no lab holds them (linux/hostwide.py)."""
+    ksm.stop_merging(holder)
+    release_neighbour_limits(holder)
 
 
 def is_lab_directory(directory: Path) -> bool:

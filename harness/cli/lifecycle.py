@@ -16,7 +16,7 @@ from harness.cli.labref import add_lab_arguments, lab_name, open_lab
 from harness.converge import Convergence
 from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError, UsageError
-from harness.lab import Lab, destroy_lab, lab_names
+from harness.lab import Lab, destroy_lab, lab_names, release_host_settings
 from harness.linux import ksm, scratch
 from harness.nodes.frr import frr_version
 from harness.runtime import RUNTIMES
@@ -40,8 +40,13 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for every session and route (default 180)")
     p.add_argument("--share-memory", choices=ksm.CHOICES, default="auto",
-                   help="merge the pages the nodes' processes hold alike (KSM): auto (default) "
-                   "when its FRR nodes would take over a quarter of the memory available")
+                   help="merge the pages the nodes' processes hold alike (KSM). auto "
+                   f"(default): only a lab of {ksm.AUTO_MIN_FRR_NODES} FRR nodes or more whose "
+                   "nodes would take over a quarter of the memory available. Sharing changes "
+                   "the host while such a lab exists: KSM runs, its ksmd thread at real-time "
+                   "priority (SCHED_FIFO 1), and the lab's processes run without address-space "
+                   "randomisation so their pages match; the host's settings come back when the "
+                   "last sharing lab is destroyed")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -53,6 +58,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                    "`make images`) or mininet (Debian's Mininet makes them)")
     p.add_argument("--no-frr", action="store_true",
                    help="build namespaces and links only (no routing daemons)")
+    p.add_argument("--raise-neighbour-limits", action="store_true",
+                   help="where the host's ARP/ND tables (shared by every namespace) cannot hold "
+                   "the lab's neighbours, raise their limits (net.ipv4/ipv6.neigh.default."
+                   "gc_thresh*) rather than refuse; the host's values come back when the last "
+                   "lab that raised them is destroyed (fpf-64 needs it on a default host)")
     p.set_defaults(run=deploy)
 
     p = commands.add_parser("mininet", help="deploy a topology with Mininet making the nodes "
@@ -79,7 +89,8 @@ def require_root() -> None:
         raise LabError("labctl needs root to create namespaces; run it with sudo")
 
 
-def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float) -> Convergence | None:
+def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float,
+                 raise_neighbour_limits: bool = False) -> Convergence | None:
     """Deploy with a progress bar per stage."""
     columns = (TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
@@ -96,7 +107,8 @@ def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float) -> Convergence | 
                        detail=f"routes {conv.routes_present}/{conv.routes_total}")
 
         return lab.deploy(DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge),
-                          start_frr=start_frr, timeout=timeout)
+                          start_frr=start_frr, timeout=timeout,
+                          raise_neighbour_limits=raise_neighbour_limits)
 
 
 def deploy(args: argparse.Namespace) -> int:
@@ -109,7 +121,11 @@ def deploy(args: argparse.Namespace) -> int:
     if schedule := probe_timing(plan):  # a trade-off when stretched: said up front
         out.print(f"{'[yellow]note:[/] ' if schedule.stretched else ''}"
                   f"{escape(schedule.describe(len(spraying_hosts(plan))))}", soft_wrap=True)
-    conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout)
+    conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout,
+                        raise_neighbour_limits=args.raise_neighbour_limits)
+    for change in lab.host_changes:
+        out.print(f"[yellow]host:[/] raised {change} (the host's value comes back when the last "
+                  "lab that raised it is destroyed)", highlight=False, soft_wrap=True)
     from harness.cli.inspect import print_inspect
     print_inspect(lab)
     report_refused(lab)
@@ -197,6 +213,7 @@ def destroy(args: argparse.Namespace) -> int:
     if args.all:
         for netns in scratch.sweep_stale():
             out.print(f"removed scratch namespace {netns} (its probe or test was killed)")
+        release_host_settings(None)  # labs destroyed by hand or lost in a crash held some too
     return 0
 
 

@@ -27,8 +27,10 @@ SCANS_WITHOUT_GAIN = 2
 class MemoryRoom:
     """One per deploy, shared by the start workers: while one waits, the others queue."""
 
-    def __init__(self, plan: LabPlan) -> None:
+    def __init__(self, plan: LabPlan, holder: str) -> None:
+        """`holder`: the lab's directory, which holds KSM while the lab shares memory."""
         self.plan = plan
+        self.holder = holder
         self.reserve_mib = RESERVE_SHARE * ksm.meminfo_mib("MemTotal")
         self.started = 0
         self._lock = threading.Lock()
@@ -38,7 +40,7 @@ class MemoryRoom:
         with self._lock:
             best, scans = ksm.mem_available_mib(), ksm.full_scans()
             if best < self.reserve_mib + need and self.plan.share_memory:
-                ksm.start_merging()  # at the deploy's rate, whatever another lab set
+                ksm.start_merging(self.holder)  # at the deploy's rate, whatever another lab set
             while (available := ksm.mem_available_mib()) < self.reserve_mib + need:
                 if available > best:
                     best, scans = available, ksm.full_scans()

@@ -102,8 +102,8 @@ def start_nodes(lab: LabContext, progress: Progress) -> None:
     as the host has memory for it (harness/deploy/memory.py)."""
     progress.stage("start", len(lab.plan.nodes))
     if lab.plan.share_memory:
-        ksm.start_merging()
-    room = MemoryRoom(lab.plan)
+        ksm.start_merging(str(lab.dir))
+    room = MemoryRoom(lab.plan, str(lab.dir))
 
     def start(name: str) -> None:
         room.wait(lab.plan.node(name))

@@ -7,25 +7,25 @@ imported modules). A lab that shares memory starts its nodes' processes through 
 such lab exists. Measured on fpf-64 (bench/scale.py --share-memory on off): 15.3 MiB PSS per
 node against 49.3, with ksmd at 0.05 of a core once the lab idles.
 
-KSM's switches are the host's, so they are changed under a lock, the host's own values saved
-in the labs root first; destroying the last lab that shares memory puts them back (a reboot
-clears both). KSM merges only processes that asked for it: nothing else of the host changes.
+KSM's switches and ksmd's scheduling are the host's: they have one owner whatever the labs
+root (linux/hostwide.py), the host's own values saved before the first lab changes them, and
+destroying the last lab that shares memory puts them back. KSM merges only processes that
+asked for it: nothing else of the host changes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from harness.build import built
 from harness.errors import LabError
-from harness.paths import labs_root
+from harness.linux import hostwide
 from harness.topology.plan import LabPlan
 
 KSM = Path("/sys/kernel/mm/ksm")
@@ -38,7 +38,6 @@ TOOL = "fl-mergeable"
 DEPLOY_PAGES_TO_SCAN = 1000
 IDLE_PAGES_TO_SCAN = 200
 SETTINGS = ("run", "pages_to_scan")
-SAVED = "ksm-host-settings.json"  # in the labs root, while a lab shares memory
 # ksmd is a kernel thread at nice 5: while 500 nodes started it got 2% of a core, merged
 # nothing new for minutes, and memory ran out. At the lowest real-time priority (below
 # fl-bfd's and fl-impair's) it takes what a batch costs and sleeps sleep_millisecs between
@@ -47,6 +46,10 @@ KSMD_PRIORITY = 1
 # An FRR node's memory unshared (PSS: fpf-64 49.4 MiB, 336 nodes 56.4): what `auto` reckons.
 MIB_PER_FRR_NODE = 56
 AUTO_SHARE_OF_AVAILABLE = 0.25
+# Below this many FRR nodes `auto` never shares: sharing changes the host (ksmd at real-time
+# priority, address-space randomisation off in the lab's processes), and a small lab, the
+# default one above all, must not do that unasked; one that does not fit is refused instead.
+AUTO_MIN_FRR_NODES = 100
 CHOICES = ("auto", "on", "off")
 
 
@@ -110,7 +113,8 @@ def decide(plan: LabPlan, choice: str, runtime_can: str | None) -> tuple[bool, s
         return False, None
     frr_nodes = sum(node.runs_frr for node in plan.nodes)
     need, available = frr_nodes * MIB_PER_FRR_NODE, mem_available_mib()
-    if choice == "auto" and need <= AUTO_SHARE_OF_AVAILABLE * available:
+    if choice == "auto" and (frr_nodes < AUTO_MIN_FRR_NODES
+                             or need <= AUTO_SHARE_OF_AVAILABLE * available):
         return False, None
     why = runtime_can or unsupported()
     if why:
@@ -125,53 +129,55 @@ def decide(plan: LabPlan, choice: str, runtime_can: str | None) -> tuple[bool, s
                   "keeps it)")
 
 
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[Path]:
-    """The file holding the host's own KSM settings, with every other lab's change held off."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "ksm.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield root / SAVED
+@dataclass(frozen=True)
+class Ksmd:
+    """The kernel's merging thread: where it is and how it is scheduled (tests stand in)."""
+
+    pids: Callable[[], list[int]] = merging_thread
+    get: Callable[[int], tuple[int, int]] = scheduling
+    set: Callable[[int, int, int], None] = lambda pid, policy, priority: \
+        os.sched_setscheduler(pid, policy, os.sched_param(priority))
 
 
-def start_merging(ksm: Path = KSM, root: Path | None = None,
-                  ksmd: Callable[[], list[int]] = merging_thread) -> None:
-    """Run ksmd for the lab's processes: the host's settings saved first, once for all labs."""
-    with _locked(root or labs_root()) as saved:
-        if not saved.exists():  # the first lab that shares memory: keep the host's values
-            host: dict[str, object] = {key: (ksm / key).read_text().strip() for key in SETTINGS}
-            host["ksmd"] = [scheduling(pid) for pid in ksmd()]
-            tmp = saved.with_suffix(f".{os.getpid()}")
-            tmp.write_text(json.dumps(host))
-            tmp.rename(saved)
+KSMD = Ksmd()
+
+
+def setting(ksm: Path = KSM, ksmd: Ksmd = KSMD) -> hostwide.Setting:
+    """KSM's switches and ksmd's scheduling, as one host-wide setting (linux/hostwide.py)."""
+    def read() -> dict[str, object]:
+        return {**{key: (ksm / key).read_text().strip() for key in SETTINGS},
+                "ksmd": [ksmd.get(pid) for pid in ksmd.pids()]}
+
+    def write(host: dict[str, object]) -> None:
+        for key in SETTINGS:
+            (ksm / key).write_text(str(host[key]))
+        for pid, (policy, priority) in zip(ksmd.pids(), host["ksmd"], strict=False):  # type: ignore[call-overload]
+            ksmd.set(pid, policy, priority)
+    return hostwide.Setting("ksm", read, write)
+
+
+def start_merging(holder: str, ksm: Path = KSM, where: Path = hostwide.HOST_DIR,
+                  ksmd: Ksmd = KSMD) -> None:
+    """Run ksmd fast for `holder`'s processes (a lab directory); the host's settings are saved
+    first, once for every lab of every labs root."""
+    def fast() -> None:
         (ksm / "pages_to_scan").write_text(str(DEPLOY_PAGES_TO_SCAN))
         (ksm / "run").write_text("1")
-        for pid in ksmd():
-            os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(KSMD_PRIORITY))
+        for pid in ksmd.pids():
+            ksmd.set(pid, os.SCHED_FIFO, KSMD_PRIORITY)
+    hostwide.hold(setting(ksm, ksmd), holder, fast, where)
 
 
-def merge_slowly(ksm: Path = KSM, root: Path | None = None) -> None:
+def merge_slowly(ksm: Path = KSM, where: Path = hostwide.HOST_DIR) -> None:
     """The idle rate, once a lab's deploy is over (a later start that must wait for memory
-    calls start_merging again)."""
-    with _locked(root or labs_root()) as saved:
-        if saved.exists():  # still ours
-            (ksm / "pages_to_scan").write_text(str(IDLE_PAGES_TO_SCAN))
+    calls start_merging again); nothing when no lab holds KSM."""
+    hostwide.if_held(setting(ksm), lambda: (ksm / "pages_to_scan").write_text(
+        str(IDLE_PAGES_TO_SCAN)), where)
 
 
-def stop_merging(still_sharing: Callable[[], bool], ksm: Path = KSM, root: Path | None = None,
-                 ksmd: Callable[[], list[int]] = merging_thread) -> None:
-    """Put the host's KSM settings back once no lab shares memory (merged pages stay merged
-    until their processes exit; `run` 0 only stops the thread). `still_sharing` is asked
-    only when there is something to put back, under the lock."""
-    root = root or labs_root()
-    if not (root / SAVED).exists():  # nothing of ours to undo
-        return
-    with _locked(root) as saved:
-        if not saved.exists() or still_sharing():
-            return
-        host = json.loads(saved.read_text())
-        for key in SETTINGS:
-            (ksm / key).write_text(host[key])
-        for pid, (policy, priority) in zip(ksmd(), host["ksmd"], strict=False):
-            os.sched_setscheduler(pid, policy, os.sched_param(priority))
-        saved.unlink()
+def stop_merging(holder: str | None, ksm: Path = KSM, where: Path = hostwide.HOST_DIR,
+                 ksmd: Ksmd = KSMD) -> bool:
+    """`holder` no longer shares memory (None: sweep holders whose lab is gone); the host's
+    settings come back with the last one (merged pages stay merged until their processes
+    exit; `run` 0 only stops the thread)."""
+    return hostwide.release(setting(ksm, ksmd), holder, lambda h: Path(h).is_dir(), where)

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.lab import Lab
-from harness.linux import ksm
-from harness.paths import labs_root
+from harness.linux import hostwide, ksm
 from harness.testing.footprint import command
 from harness.testing.hoststate import ksm_state
 from harness.testing.plugin import RUNTIME
@@ -123,8 +122,8 @@ def anonymous_pages(pid: int) -> int:
 def test_the_host_settings_come_back_with_the_last_shared_lab(
         labs: tuple[Lab, Lab], host_before: dict[str, object]) -> None:
     shared, plain = labs
-    assert (labs_root() / ksm.SAVED).exists()
+    assert hostwide.holders(ksm.setting()) == [str(shared.dir)]  # the plain lab holds nothing
     shared.destroy()
     assert ksm_state() == host_before
-    assert not (labs_root() / ksm.SAVED).exists()
+    assert hostwide.holders(ksm.setting()) == []
     assert processes(plain)  # the other lab is left as it was

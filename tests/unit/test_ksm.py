@@ -3,7 +3,7 @@ shares, put back only when the last one is gone (harness/linux/ksm.py), on a fak
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,12 +15,27 @@ from harness.topology.loader import load_file
 from harness.topology.plan import LabPlan
 from tests.conftest import TOPOLOGIES
 
-NO_THREAD = list  # the real ksmd's scheduling is the e2e test's (tests/e2e/test_share_memory.py)
+KSMD_PID = 4242
+
+
+class FakeKsmd:
+    """ksmd's scheduling as the kernel would keep it: SCHED_OTHER until told otherwise."""
+
+    def __init__(self) -> None:
+        self.policy = {KSMD_PID: (0, 0)}
+        self.ksmd = ksm.Ksmd(pids=lambda: [KSMD_PID], get=lambda pid: self.policy[pid],
+                             set=lambda pid, policy, prio: self.policy.update({pid: (policy,
+                                                                                     prio)}))
 
 
 @pytest.fixture
 def fpf_mini() -> LabPlan:
     return augment(load_file(TOPOLOGIES / "fpf-mini.yml"))  # 28 FRR nodes: ~1.5 GiB unshared
+
+
+@pytest.fixture
+def fpf_64() -> LabPlan:
+    return augment(load_file(TOPOLOGIES / "fpf-64.yml"))  # 112 FRR nodes
 
 
 @pytest.fixture
@@ -38,15 +53,24 @@ def available(monkeypatch: pytest.MonkeyPatch, gib: float) -> None:
 
 
 def test_auto_shares_only_when_the_frr_nodes_would_take_over_a_quarter_of_the_memory(
-        fpf_mini: LabPlan, monkeypatch: pytest.MonkeyPatch) -> None:
-    need_gib = 28 * ksm.MIB_PER_FRR_NODE / 1024
+        fpf_64: LabPlan, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_gib = 112 * ksm.MIB_PER_FRR_NODE / 1024
     available(monkeypatch, 4 * need_gib + 0.1)
-    assert ksm.decide(fpf_mini, "auto", None) == (False, None)
+    assert ksm.decide(fpf_64, "auto", None) == (False, None)
     available(monkeypatch, 4 * need_gib - 0.1)
-    shared, note = ksm.decide(fpf_mini, "auto", None)
+    shared, note = ksm.decide(fpf_64, "auto", None)
     assert shared and note is not None
-    assert "28 FRR nodes" in note and "without address-space randomisation" in note
+    assert "112 FRR nodes" in note and "without address-space randomisation" in note
     assert "--share-memory off" in note
+
+
+def test_auto_leaves_a_small_lab_such_as_the_default_one_alone(
+        fpf_mini: LabPlan, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make lab` must change nothing of the host unasked: below AUTO_MIN_FRR_NODES, auto
+    never shares, however short the memory (a lab that does not fit is refused instead)."""
+    available(monkeypatch, 0.1)
+    assert ksm.decide(fpf_mini, "auto", None) == (False, None)
+    assert ksm.decide(fpf_mini, "on", None)[0] is True
 
 
 def test_on_and_off_are_kept_whatever_the_memory(fpf_mini: LabPlan,
@@ -58,12 +82,12 @@ def test_on_and_off_are_kept_whatever_the_memory(fpf_mini: LabPlan,
 
 
 def test_a_runtime_that_cannot_refuses_on_and_says_so_for_auto(
-        fpf_mini: LabPlan, monkeypatch: pytest.MonkeyPatch) -> None:
+        fpf_mini: LabPlan, fpf_64: LabPlan, monkeypatch: pytest.MonkeyPatch) -> None:
     available(monkeypatch, 0.5)
     with pytest.raises(LabError, match="cannot share fpf-mini's memory: docker says no; "
                                        "deploy with --share-memory off"):
         ksm.decide(fpf_mini, "on", "docker says no")
-    shared, note = ksm.decide(fpf_mini, "auto", "docker says no")
+    shared, note = ksm.decide(fpf_64, "auto", "docker says no")
     assert not shared and note is not None and note.startswith("memory not shared")
     assert note.endswith("docker says no")
 
@@ -75,28 +99,62 @@ def test_an_unknown_choice_names_the_choices(fpf_mini: LabPlan) -> None:
 
 def test_the_host_settings_come_back_once_the_last_sharing_lab_is_gone(
         sysfs: Path, tmp_path: Path) -> None:
-    root = tmp_path / "labs"
-    ksm.start_merging(sysfs, root, NO_THREAD)
+    fake, run = FakeKsmd(), tmp_path / "run"
+    first, second = tmp_path / "labs" / "a", tmp_path / "labs" / "b"
+    first.mkdir(parents=True)
+    second.mkdir()
+    ksm.start_merging(str(first), sysfs, run, fake.ksmd)
     assert (sysfs / "run").read_text() == "1"
     assert (sysfs / "pages_to_scan").read_text() == str(ksm.DEPLOY_PAGES_TO_SCAN)
-    ksm.merge_slowly(sysfs, root)
+    assert fake.policy[KSMD_PID] == (os.SCHED_FIFO, ksm.KSMD_PRIORITY)
+    ksm.merge_slowly(sysfs, run)
     assert (sysfs / "pages_to_scan").read_text() == str(ksm.IDLE_PAGES_TO_SCAN)
-    ksm.start_merging(sysfs, root, NO_THREAD)  # a second lab: the host's values stay the ones saved
-    assert json.loads((root / ksm.SAVED).read_text()) == {"run": "0", "pages_to_scan": "100",
-                                                          "ksmd": []}
-    ksm.stop_merging(still_sharing=lambda: True, ksm=sysfs, root=root, ksmd=NO_THREAD)
+    ksm.start_merging(str(second), sysfs, run, fake.ksmd)  # the host's values stay the saved ones
+    assert not ksm.stop_merging(str(first), sysfs, run, fake.ksmd)
     assert (sysfs / "run").read_text() == "1"
-    ksm.stop_merging(still_sharing=lambda: False, ksm=sysfs, root=root, ksmd=NO_THREAD)
+    assert ksm.stop_merging(str(second), sysfs, run, fake.ksmd)
     assert (sysfs / "run").read_text() == "0"
     assert (sysfs / "pages_to_scan").read_text() == "100"
-    assert not (root / ksm.SAVED).exists()
+    assert fake.policy[KSMD_PID] == (0, 0)  # SCHED_OTHER again
+    assert list(run.glob("*.json")) == []
+
+
+def test_labs_of_two_roots_share_one_owner_whichever_goes_first(
+        sysfs: Path, tmp_path: Path) -> None:
+    """The issue's case: two FABRIC_LAB_ROOTs; with a copy of the host's values per root,
+    destroying the first root's lab first left ksmd at run 1, pages_to_scan 1000."""
+    for order in ((0, 1), (1, 0)):
+        fake, run = FakeKsmd(), tmp_path / f"run{order}"
+        labs = [str(tmp_path / f"root{i}-{order}" / "lab") for i in range(2)]
+        for lab in labs:
+            Path(lab).mkdir(parents=True)
+            ksm.start_merging(lab, sysfs, run, fake.ksmd)
+        for i in order:
+            ksm.stop_merging(labs[i], sysfs, run, fake.ksmd)
+        assert (sysfs / "run").read_text() == "0", order
+        assert (sysfs / "pages_to_scan").read_text() == "100", order
+        assert fake.policy[KSMD_PID] == (0, 0), order
+
+
+def test_a_sweep_puts_the_settings_back_once_every_holder_is_gone(
+        sysfs: Path, tmp_path: Path) -> None:
+    """`destroy --all` with no lab left: a lab lost in a crash held KSM; its directory is
+    gone, so nothing holds it any more."""
+    fake, run, lab = FakeKsmd(), tmp_path / "run", tmp_path / "labs" / "lost"
+    lab.mkdir(parents=True)
+    ksm.start_merging(str(lab), sysfs, run, fake.ksmd)
+    assert not ksm.stop_merging(None, sysfs, run, fake.ksmd)  # still there: kept
+    lab.rmdir()
+    assert ksm.stop_merging(None, sysfs, run, fake.ksmd)
+    assert (sysfs / "run").read_text() == "0" and fake.policy[KSMD_PID] == (0, 0)
 
 
 def test_a_host_that_ran_ksm_already_keeps_it_running(sysfs: Path, tmp_path: Path) -> None:
     (sysfs / "run").write_text("1\n")
     (sysfs / "pages_to_scan").write_text("250\n")
-    ksm.start_merging(sysfs, tmp_path, NO_THREAD)
-    ksm.stop_merging(still_sharing=lambda: False, ksm=sysfs, root=tmp_path, ksmd=NO_THREAD)
+    fake = FakeKsmd()
+    ksm.start_merging("lab", sysfs, tmp_path, fake.ksmd)
+    ksm.stop_merging("lab", sysfs, tmp_path, fake.ksmd)
     assert (sysfs / "run").read_text() == "1"
     assert (sysfs / "pages_to_scan").read_text() == "250"
 
@@ -104,9 +162,9 @@ def test_a_host_that_ran_ksm_already_keeps_it_running(sysfs: Path, tmp_path: Pat
 def test_with_nothing_saved_neither_rate_nor_stop_touches_anything(
         sysfs: Path, tmp_path: Path) -> None:
     (sysfs / "run").write_text("1\n")  # someone else's KSM
-    root = tmp_path / "labs"
-    ksm.merge_slowly(sysfs, root)
-    ksm.stop_merging(still_sharing=lambda: False, ksm=sysfs, root=root, ksmd=NO_THREAD)
+    fake = FakeKsmd()
+    ksm.merge_slowly(sysfs, tmp_path)
+    assert not ksm.stop_merging(None, sysfs, tmp_path, fake.ksmd)
     assert (sysfs / "run").read_text() == "1\n"
     assert (sysfs / "pages_to_scan").read_text() == "100\n"
-    assert not (root / ksm.SAVED).exists()
+    assert fake.policy[KSMD_PID] == (0, 0)

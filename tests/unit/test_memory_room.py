@@ -31,7 +31,7 @@ def host(monkeypatch: pytest.MonkeyPatch, available: list[float], scans: list[in
     monkeypatch.setattr(ksm, "full_scans", lambda: next(full))
     monkeypatch.setattr(memory, "POLL_S", 0)
     asked: list[str] = []
-    monkeypatch.setattr(ksm, "start_merging", lambda: asked.append("deploy rate"))
+    monkeypatch.setattr(ksm, "start_merging", lambda holder: asked.append("deploy rate"))
     return asked
 
 
@@ -41,7 +41,7 @@ def pair(share: bool) -> LabPlan:
 
 def test_a_node_starts_at_once_when_there_is_room(monkeypatch: pytest.MonkeyPatch) -> None:
     host(monkeypatch, [1000 + ksm.MIB_PER_FRR_NODE + 1], [0])
-    room = memory.MemoryRoom(pair(share=False))
+    room = memory.MemoryRoom(pair(share=False), "/labs/pair")
     room.wait(room.plan.node("r1"))
     assert room.started == 1
 
@@ -49,7 +49,7 @@ def test_a_node_starts_at_once_when_there_is_room(monkeypatch: pytest.MonkeyPatc
 def test_without_sharing_a_full_host_fails_at_once_saying_how_to_fix_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     host(monkeypatch, [900], [0])
-    room = memory.MemoryRoom(pair(share=False))
+    room = memory.MemoryRoom(pair(share=False), "/labs/pair")
     with pytest.raises(LabError) as err:
         room.wait(room.plan.node("r1"))
     message = str(err.value)
@@ -61,7 +61,7 @@ def test_without_sharing_a_full_host_fails_at_once_saying_how_to_fix_it(
 def test_a_shared_lab_waits_while_ksm_gives_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
     # ten scans pass while it waits, but memory keeps coming back
     asked = host(monkeypatch, [900, 900, 950, 1000, 1040, 1100], [0, 0, 3, 6, 9, 10])
-    room = memory.MemoryRoom(pair(share=True))
+    room = memory.MemoryRoom(pair(share=True), "/labs/pair")
     room.wait(room.plan.node("r2"))
     assert room.started == 1
     assert asked == ["deploy rate"]  # whatever rate another lab left ksmd at
@@ -70,6 +70,6 @@ def test_a_shared_lab_waits_while_ksm_gives_memory_back(monkeypatch: pytest.Monk
 def test_a_shared_lab_gives_up_after_two_scans_without_memory_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
     host(monkeypatch, [900, 900, 920, 920, 920, 920], [0, 0, 1, 1, 2, 3])
-    room = memory.MemoryRoom(pair(share=True))
+    room = memory.MemoryRoom(pair(share=True), "/labs/pair")
     with pytest.raises(LabError, match="even shared: KSM merged nothing more over two full"):
         room.wait(room.plan.node("r1"))
