@@ -1,20 +1,33 @@
-"""doctor: which kernel features and tools this host has, and what fabric-lab does without them."""
+"""doctor: which kernel features and tools this host has, what fabric-lab does without them,
+and a verdict: which labs run here, through which fallbacks and with which opt-ins.
+
+Kernel features are probed by doing the real thing in a scratch namespace, which needs root,
+as every lab does: without it doctor says so, shows what it can read, and exits 1. It exits 1
+too when the default lab (`make lab`) cannot run here.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 from dataclasses import asdict
 
 from rich.table import Table
 
+from harness.build import REPO
 from harness.cli.console import make_console
-from harness.kernel import features, tools
+from harness.kernel import features, has, neighbour_room, tools
 from harness.links.impair.backend import describe_path
 from harness.linux import ksm
+from harness.topology.augment import augment
+from harness.topology.loader import load_file
+from harness.verdict import Host, Verdict, verdict
 
 out = make_console()
+DEFAULT_LAB = "fpf-mini.yml"  # what `make lab` deploys
+TOPOLOGIES = REPO / "topologies"
 
 CONSEQUENCE = {
     "netem": "impaired links use the userspace impairment path",
@@ -31,7 +44,8 @@ CONSEQUENCE = {
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("doctor", help="kernel features and tools on this host")
+    p = commands.add_parser("doctor", help="kernel features and tools on this host, and "
+                            "which labs run here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=doctor)
 
@@ -39,19 +53,32 @@ def register(commands: argparse._SubParsersAction) -> None:
 def memory_sharing() -> str:
     """Whether big labs can share their memory here (harness/linux/ksm.py)."""
     why = ksm.unsupported()
-    return f"no: {why}" if why else ("yes (KSM; `deploy --share-memory auto` shares a lab "
-                                     "whose FRR nodes would take over a quarter of the memory "
-                                     "available)")
+    return f"no: {why}" if why else (
+        f"yes (KSM; `deploy --share-memory auto` shares a lab of {ksm.AUTO_MIN_FRR_NODES} FRR "
+        "nodes or more whose nodes would take over a quarter of the memory available)")
+
+
+def verdicts() -> list[Verdict]:
+    """One per shipped topology, the default lab first."""
+    found = {t.name for t in tools() if t.path}
+    host = Host(feature=has, tool=found.__contains__, available_mib=ksm.mem_available_mib(),
+                can_share_memory=ksm.unsupported() is None, neighbour_problem=neighbour_room)
+    files = sorted(TOPOLOGIES.glob("*.yml"), key=lambda f: (f.name != DEFAULT_LAB, f.name))
+    return [verdict(f.name, augment(load_file(f)), host) for f in files]
 
 
 def doctor(args: argparse.Namespace) -> int:
-    feats, found = features(), tools()
+    if os.geteuid() != 0:
+        return unprivileged(args)
+    feats, found, judged = features(), tools(), verdicts()
+    ready = judged[0].ready
     if args.json:
         print(json.dumps({"kernel": platform.release(), "features": [asdict(f) for f in feats],
                           "tools": [asdict(t) for t in found],
                           "impairment_path": describe_path(),
-                          "memory_sharing": memory_sharing()}, indent=2))
-        return 0
+                          "memory_sharing": memory_sharing(),
+                          "labs": {v.lab: str(v) for v in judged}, "ready": ready}, indent=2))
+        return 0 if ready else 1
     table = Table(title=f"kernel {platform.release()}: features (each probed in a scratch netns)")
     for column in ("feature", "available", "detail / consequence"):
         table.add_column(column)
@@ -59,12 +86,42 @@ def doctor(args: argparse.Namespace) -> int:
         detail = f.detail if f.available else f"{f.detail} -> {CONSEQUENCE.get(f.name, '')}"
         table.add_row(f.name, "[green]yes[/]" if f.available else "[red]no[/]", detail)
     out.print(table)
+    print_tools(found)
+    out.print(f"impaired links will use: {describe_path()}", highlight=False)
+    out.print(f"big labs can share their memory: {memory_sharing()}", highlight=False)
+    table = Table(title="verdict: the shipped labs on this host")
+    for column in ("lab", "verdict"):
+        table.add_column(column)
+    for v in judged:
+        colour = "red" if not v.ready else "yellow" if v.opt_ins or v.fallbacks else "green"
+        table.add_row(v.lab, f"[{colour}]{v}[/]")
+    out.print(table)
+    out.print(f"[green]ready[/]: `make lab` deploys {DEFAULT_LAB}" if ready else
+              f"[red]not ready[/] for the default lab ({DEFAULT_LAB}): {judged[0]}")
+    return 0 if ready else 1
+
+
+def unprivileged(args: argparse.Namespace) -> int:
+    """What doctor can say without root, and why that is not enough."""
+    why = ("kernel features are probed in a scratch network namespace, and every lab's nodes "
+           "are namespaces: both need root; run `sudo labctl doctor`")
+    found = tools()
+    if args.json:
+        print(json.dumps({"kernel": platform.release(), "tools": [asdict(t) for t in found],
+                          "ready": False, "why": why}, indent=2))
+        return 1
+    out.print(f"kernel {platform.release()}", highlight=False)
+    print_tools(found)
+    out.print(f"[red]not ready[/]: labctl runs as root; {why}", highlight=False, soft_wrap=True)
+    return 1
+
+
+def print_tools(found: list) -> None:
     table = Table(title="tools")
     for column in ("tool", "path", "version"):
         table.add_column(column)
     for t in found:
         table.add_row(t.name, t.path or "[red]missing[/]", t.version)
     out.print(table)
-    out.print(f"impaired links will use: {describe_path()}", highlight=False)
-    out.print(f"big labs can share their memory: {memory_sharing()}", highlight=False)
-    return 0
+
+
