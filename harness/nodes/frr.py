@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import LabError
 from harness.linux.journal import Journal
-from harness.nodes.bfd.offload import ENGINE, bfdd_args, start_engine
+from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.vty import vty_show
 from harness.paths import (
@@ -326,7 +326,23 @@ class FrrKind:
         up = sum(1 for peer in planned if states.get(peer) == "Established")
         state = "down" if "zebra" in dead or "bgpd" in dead else "degraded" if dead else \
             "running"
-        return {"bgp_up": up, "bgp_total": len(planned), "daemons_down": dead, "state": state}
+        status = {"bgp_up": up, "bgp_total": len(planned), "daemons_down": dead, "state": state}
+        return {**status, **offload_status(frr, state, dead)}
+
+
+def offload_status(frr: Frr, state: str, dead: list[str]) -> dict[str, Any]:
+    """Column `bfd` when the node's BFD offload has something to say: restarted by its
+    supervisor (and how the last one ended), or not running, bfdd keeping the sessions in its
+    own packet loop (degraded: the lab's CPU budget assumed the offload)."""
+    engine = engine_state(frr.bfd_dir) if frr.bfd_dir and "bfdd" not in dead else None
+    if engine is None:
+        return {}
+    if frr.node.runtime.host_pid(frr.node.name, engine.pid) is None:
+        return {"bfd": "offload down: bfdd runs the sessions",
+                "state": worse_state(state, "degraded")}
+    if engine.restarts:
+        return {"bfd": f"offload restarted {engine.restarts}x (last {engine.last_exit})"}
+    return {}
 
 
 def user_frr_status(lab: LabContext, frr: Frr, node: NodePlan, dead: list[str]) -> dict[str, Any]:

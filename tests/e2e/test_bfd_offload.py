@@ -5,8 +5,10 @@ with `offload: false` they stay in bfdd's own packet loop."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import select
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +18,11 @@ import pytest
 from harness.converge import poll_until
 from harness.faults.injector import Faults
 from harness.lab import Lab
-from harness.nodes.bfd.offload import ENGINE, tick_ms
+from harness.nodes.bfd.offload import ENGINE, feed_path, tick_ms
 from harness.nodes.frr import attach_bfd
 from harness.paths import LAB_NAME_MAX, bfdd_socket
-from harness.spray.bfd import BfdWatch
+from harness.spray.bfd import BfdWatch, EngineWatch
+from harness.status import lab_status
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME
@@ -202,6 +205,51 @@ def test_a_silent_peer_is_found_within_the_detection_time(offloaded):
     high = bfd.multiplier * bfd.interval_ms + tick_ms(bfd) + load.max_ms
     assert low <= took_ms <= high, f"{took_ms:.0f} ms, lateness {load.max_ms:.1f} ms"
     seconds_until_all(bfd_r2, True, 2, timeout=10)
+
+
+def test_a_lone_engine_crash_is_mended_without_taking_a_session_down(offloaded):
+    """Only r1's fl-bfd is killed, three times. Its supervisor starts another on the same
+    connection to bfdd, which resumes the sessions as they were: r2's engine never sees one
+    go down, no BGP session drops, r1's feed names both sessions up again (what a host's
+    sprayer reconnects to), and inspect says the engine was restarted."""
+    bfd = offloaded.plan.bfd
+    assert bfd is not None
+    r2_feed = EngineWatch(str(feed_path(offloaded.frr("r2").bfd_dir)))  # type: ignore[arg-type]
+    before = {node: offloaded.frr(node).bgp_connections() for node in ("r1", "r2")}
+    for restart in range(1, 4):
+        old = node_process(offloaded, "r1", ENGINE)
+        os.kill(old, signal.SIGKILL)
+
+        def resumed(old: int = old, restart: int = restart) -> list[str]:
+            try:
+                new = node_process(offloaded, "r1", ENGINE)
+            except LookupError:
+                return ["no engine"]
+            log = engine_log(offloaded, "r1")
+            return [] if new != old and log.count("resumed 2 session(s) on the connection to "
+                                                  "bfdd, 2 up") == restart else ["not yet"]
+        poll_until(resumed, 5, lambda left: AssertionError(engine_log(offloaded, "r1")[-1500:]))
+        # as long as r2 may take to notice a silent r1, and then some
+        deadline = time.monotonic() + 2 * bfd.multiplier * bfd.interval_ms / 1000
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([r2_feed], [], [], left)[0]:
+                downs = [s for s in r2_feed.read() or () if not s.up]
+                assert not downs, f"r2 saw r1's sessions go down: {downs}"
+    assert {node: offloaded.frr(node).bgp_connections() for node in ("r1", "r2")} == before
+    r1_feed = EngineWatch(str(feed_path(offloaded.frr("r1").bfd_dir)))  # type: ignore[arg-type]
+    poll_until(lambda: [] if select.select([r1_feed], [], [], 0.2)[0] else ["nothing yet"], 3,
+               lambda left: AssertionError("the restarted engine's feed says nothing"))
+    assert sorted(s.up for s in r1_feed.read() or ()) == [True, True]
+    row = next(r for r in lab_status(offloaded) if r["node"] == "r1")
+    assert row["bfd"] == "offload restarted 3x (last killed-by-signal-9)", row
+    assert row["state"] == "running", row
+    sent = counters(offloaded, "r1")[0]["control-packet-output"]
+    time.sleep(0.5)
+    assert counters(offloaded, "r1")[0]["control-packet-output"] > sent  # the new engine's
+
+
+def engine_log(lab: Lab, node: str) -> str:
+    return (lab.frr(node).log_dir / f"{ENGINE}.log").read_text()
 
 
 def test_with_offload_off_bfdd_runs_its_sessions(in_bfdd):

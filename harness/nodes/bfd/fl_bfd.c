@@ -22,13 +22,29 @@
  *
  *   fl-bfd SOCKET FEED [tick_us]
  *
- * bfdd listens on SOCKET; the engine connects, retrying every 100 ms, and connects again when
- * bfdd restarts (bfdd then sends its sessions anew). A state change is logged on stdout.
+ * bfdd listens on SOCKET; the supervisor (below) connects, retrying every 100 ms, and
+ * connects again when bfdd restarts (bfdd then sends its sessions anew). A state change is
+ * logged on stdout.
  *
  * FEED is a SOCK_SEQPACKET socket the engine serves for whoever must act on a session the
  * moment it changes (the host's spray agent): one message per session on connect, then one per
  * change, "IFNAME 4|6 PEER up|down|gone". bfdd's own control socket cannot serve: FRR 8.4 does
  * not tell its control clients about changes a data plane reports.
+ *
+ * The engine runs supervised, as a switch's process manager runs its agents: the process
+ * started (named fl-bfd-watch) holds the connection to bfdd, forks the engine with it, and
+ * starts another when the engine dies (100 ms, doubling while it dies young, up to 2 s),
+ * writing fl-bfd.state beside FEED ("ENGINE_PID RESTARTS REASON") for `labctl inspect`. The
+ * connection stays open across the restart, so bfdd never learns of it: it neither takes the
+ * sessions back into its own loop (FRR 8.4's software fallback, which has no socket to hear
+ * the peer with, declares them down at once, and BGP with them) nor resends them. The engine
+ * keeps each session in fl-bfd.sessions beside FEED whenever it reports a change to bfdd: as
+ * bfdd sent it, its state, and what it learned of the peer (discriminator, multiplier,
+ * intervals). Its successor reads them back and carries on as an ASIC's BFD offload does
+ * through a warm boot: an Up session is Up, sends at once and arms its detection timer, so
+ * the peer, which heard nothing for the few tens of milliseconds of the restart, never
+ * notices. When bfdd closes the connection (it restarted), the engine exits with
+ * EXIT_BFDD_GONE and the supervisor connects afresh; bfdd then sends its sessions anew.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -36,6 +52,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/filter.h>
 #include <linux/if_packet.h>
 #include <math.h>
@@ -54,8 +71,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +87,7 @@
 #define SLOW_TX_US 1000000u       /* RFC 5880 6.8.3: at least 1 s while the session is not Up */
 #define MAX_SESSIONS 4096
 #define RECONNECT_NS 100000000LL
+#define EXIT_BFDD_GONE 3          /* the engine's: connect to bfdd afresh, do not resume */
 #define TICK_MIN_US 1000u
 #define TICK_MAX_US 25000u
 #define TICK_DIVISOR 4            /* ticks per shortest interval: jitter is whole ticks */
@@ -76,6 +96,8 @@
 #define CONTROL_LEN 24
 #define ECHO_LEN 24
 #define RX_ROUNDS 8               /* reads a tick gives one session's socket at most */
+#define RESTART_FIRST_NS 10000000LL   /* the supervisor's wait before a restart, doubling */
+#define RESTART_MAX_NS 2000000000LL   /* while the engine dies within a second of its start */
 
 enum { ECHO_REQUEST, ECHO_REPLY, DP_ADD_SESSION, DP_DELETE_SESSION, BFD_STATE_CHANGE,
        DP_REQUEST_SESSION_COUNTERS, BFD_SESSION_COUNTERS };
@@ -133,6 +155,7 @@ struct session {
     uint32_t r_desired_tx, r_required_rx, r_required_echo_rx;
     int poll, final;              /* Poll sequence running; a Final owed to the peer */
     int64_t next_tx, detect_at, next_echo, echo_detect_at;  /* ns, 0 = not armed */
+    struct dp_session wire;       /* as bfdd sent it, for fl-bfd.sessions */
     int sock, echo_sock;
     int rx_sock;                  /* connected to the peer's source port, see connect_rx */
     uint16_t rx_port;             /* that port (network order), 0 = none tried */
@@ -153,6 +176,7 @@ static double tick_jitter;                   /* drawn once a tick, see tx_interv
 static int64_t wall_offset;                  /* CLOCK_REALTIME - CLOCK_MONOTONIC, see arrival */
 static unsigned next_port = SOURCE_PORT_FIRST;
 static volatile sig_atomic_t stop;
+static char sessions_path[PATH_MAX];         /* fl-bfd.sessions beside the feed */
 static int feed = -1;
 static int watchers[MAX_WATCHERS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 
@@ -229,7 +253,10 @@ static void dp_send(uint16_t type, uint16_t id, const void *payload, size_t len)
         fprintf(stderr, "fl-bfd: write to bfdd: %s\n", strerror(errno));
 }
 
+static void keep_sessions(void);
+
 static void report(struct session *s) {
+    keep_sessions();
     struct dp_state_change c = {
         htonl(s->cfg.lid), htonl(s->rid),
         htonl((s->rflags & BIT_CPI ? 1 : 0) | (s->rflags & BIT_DEMAND ? 2 : 0)),
@@ -495,6 +522,7 @@ static void add_session(const struct dp_session *wire, int64_t now) {
     c.ifname[sizeof(c.ifname) - 1] = 0;
     struct session *s = by_lid(c.lid);
     if (s) {  /* an update: new timers or flags on a running session */
+        s->wire = *wire;
         int timers = s->cfg.min_tx != c.min_tx || s->cfg.min_rx != c.min_rx
                      || s->cfg.min_echo_rx != c.min_echo_rx;
         int shutdown = c.flags & SESSION_SHUTDOWN, was = s->cfg.flags & SESSION_SHUTDOWN;
@@ -525,6 +553,7 @@ static void add_session(const struct dp_session *wire, int64_t now) {
     memset(s, 0, sizeof(*s));
     s->used = 1;
     s->cfg = c;
+    s->wire = *wire;
     s->family = c.flags & SESSION_IPV6 ? AF_INET6 : AF_INET;
     s->state = c.flags & SESSION_SHUTDOWN ? ADMIN_DOWN : DOWN;
     s->rmult = c.detect_mult;
@@ -563,6 +592,30 @@ static void send_counters(uint16_t id, uint32_t lid_be) {
     dp_send(BFD_SESSION_COUNTERS, id, &c, sizeof(c));
 }
 
+struct kept {                     /* a session in fl-bfd.sessions */
+    struct dp_session wire;
+    uint8_t state, rmult, rflags, pad;
+    uint32_t rid, r_desired_tx, r_required_rx, r_required_echo_rx;
+};
+
+/* fl-bfd.sessions, replaced whole, for a successor (see the top). */
+static void keep_sessions(void) {
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof(tmp), "%s.%d", sessions_path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    for (int i = 0; i < nsessions; i++) {
+        const struct session *s = &sessions[i];
+        struct kept k = {s->wire, s->state, s->rmult, s->rflags, 0, s->rid, s->r_desired_tx,
+                         s->r_required_rx, s->r_required_echo_rx};
+        if (s->used)
+            fwrite(&k, sizeof(k), 1, f);
+    }
+    if (fclose(f) == 0)
+        rename(tmp, sessions_path);
+}
+
 static unsigned char inbuf[65536];
 static size_t inlen;
 
@@ -596,6 +649,7 @@ static int dp_read(int64_t now) {
                 add_session(&wire, now);
             else
                 delete_session(&wire);
+            keep_sessions();
         } else if (type == DP_REQUEST_SESSION_COUNTERS && blen >= 4) {
             uint32_t lid;
             memcpy(&lid, body, 4);
@@ -608,30 +662,48 @@ static int dp_read(int64_t now) {
     return 1;
 }
 
-static void dp_drop(void) {
-    for (int i = 0; i < nsessions; i++)
-        if (sessions[i].used)
-            close_session(&sessions[i]);
-    nsessions = 0;
-    close(dplane);
-    dplane = -1;
-    inlen = 0;
+/* A successor on its predecessor's connection: its sessions as they were (see the top). */
+static void resume_sessions(int64_t now) {
+    FILE *f = fopen(sessions_path, "r");
+    struct kept k;
+    int n = 0, up = 0;
+    while (f && fread(&k, sizeof(k), 1, f) == 1) {
+        add_session(&k.wire, now);
+        struct session *s = by_lid(ntohl(k.wire.lid));
+        if (!s || s->state == ADMIN_DOWN)
+            continue;
+        n++;
+        s->state = k.state;
+        s->rid = k.rid;
+        s->rmult = k.rmult;
+        s->rflags = k.rflags;
+        s->r_desired_tx = k.r_desired_tx;
+        s->r_required_rx = k.r_required_rx;
+        s->r_required_echo_rx = k.r_required_echo_rx;
+        s->next_tx = now;
+        if (s->state == UP || s->state == INIT)
+            s->detect_at = now + detect_ns(s);
+        up += s->state == UP;
+    }
+    if (f)
+        fclose(f);
+    printf("resumed %d session(s) on the connection to bfdd, %d up\n", n, up);
 }
 
-static void dp_connect(const char *path) {
+static int connect_bfdd(const char *path) {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);  /* inherited by each engine: no CLOEXEC */
     if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
         if (fd >= 0)
             close(fd);
-        return;
+        return -1;
     }
     struct timeval tv = {1, 0};  /* a stalled bfdd does not stall the packets for long */
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    dplane = fd;
     printf("connected to bfdd at %s\n", path);
     fflush(stdout);
+    return fd;
 }
 
 /* -- packets --------------------------------------------------------------------------------- */
@@ -1041,12 +1113,101 @@ static void serve_feed(const struct pollfd *p, int n) {
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
+/* -- the supervisor -------------------------------------------------------------------------- */
+
+static volatile pid_t engine_pid;
+
+static void pass_on(int sig) {
+    stop = 1;
+    if (engine_pid > 0)
+        kill(engine_pid, sig);
+}
+
+/* FEED's directory /fl-bfd.state: "ENGINE_PID RESTARTS REASON", replaced whole. */
+static void write_state(const char *feed_path, pid_t pid, int restarts, const char *reason) {
+    char path[PATH_MAX], tmp[PATH_MAX + 16];
+    const char *slash = strrchr(feed_path, '/');
+    int dir = slash ? (int)(slash - feed_path) : 1;
+    snprintf(path, sizeof(path), "%.*s/fl-bfd.state", dir, slash ? feed_path : ".");
+    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    fprintf(f, "%d %d %s\n", (int)pid, restarts, reason);
+    if (fclose(f) == 0)
+        rename(tmp, path);
+}
+
+/* Connects to bfdd and runs the engine as a child on that connection, starting another when
+ * it dies (see the top); returns in the child, with `dplane` its connection, whether it is a
+ * successor on a kept connection (which resumes its predecessor's sessions). */
+static int supervise(const char *socket_path, const char *feed_path) {
+    signal(SIGTERM, pass_on);
+    signal(SIGINT, pass_on);
+    prctl(PR_SET_NAME, "fl-bfd-watch");  /* `fl-bfd` is the engine's name alone */
+    pid_t self = getpid();
+    int64_t wait = RESTART_FIRST_NS;
+    char reason[64] = "-";
+    int conn = -1, kept = 0;
+    for (int restarts = 0;; restarts++) {
+        while (conn < 0 && !stop) {
+            if ((conn = connect_bfdd(socket_path)) < 0)
+                nanosleep(&(struct timespec){0, RECONNECT_NS}, NULL);
+        }
+        if (stop)
+            exit(0);
+        int64_t started = now_ns();
+        pid_t child = fork();
+        if (child == 0) {
+            prctl(PR_SET_NAME, "fl-bfd");
+            prctl(PR_SET_PDEATHSIG, SIGKILL);  /* the supervisor gone, so is its engine */
+            if (getppid() != self)
+                _exit(1);
+            dplane = conn;
+            return kept;
+        }
+        if (child > 0) {
+            engine_pid = child;
+            write_state(feed_path, child, restarts, reason);
+            int status;
+            while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+                ;
+            engine_pid = 0;
+            if (stop)
+                exit(0);
+            kept = !(WIFEXITED(status) && WEXITSTATUS(status) == EXIT_BFDD_GONE);
+            if (!kept) {  /* bfdd went away: connect afresh, it sends its sessions anew */
+                close(conn);
+                conn = -1;
+            }
+            if (WIFSIGNALED(status))
+                snprintf(reason, sizeof(reason), "killed-by-signal-%d", WTERMSIG(status));
+            else
+                snprintf(reason, sizeof(reason), "exited-%d", WEXITSTATUS(status));
+            printf("fl-bfd: engine %d %s; starting another%s\n", (int)child, reason,
+                   kept ? " on the same connection to bfdd" : "");
+            fflush(stdout);
+        }
+        if (now_ns() - started > 1000000000LL)
+            wait = RESTART_FIRST_NS;
+        struct timespec pause = {wait / 1000000000LL, wait % 1000000000LL};
+        nanosleep(&pause, NULL);
+        if (stop)
+            exit(0);
+        wait = wait * 2 > RESTART_MAX_NS ? RESTART_MAX_NS : wait * 2;
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4) {
         fprintf(stderr, "usage: fl-bfd SOCKET FEED [tick_us]\n");
         return 2;
     }
     uint32_t fixed_tick = argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
+    int resume = supervise(argv[1], argv[2]);
+    const char *slash = strrchr(argv[2], '/');
+    snprintf(sessions_path, sizeof(sessions_path), "%.*s/fl-bfd.sessions",
+             slash ? (int)(slash - argv[2]) : 1, slash ? argv[2] : ".");
     if ((feed = open_feed(argv[2])) < 0)
         return 1;
     signal(SIGTERM, on_signal);
@@ -1067,15 +1228,13 @@ int main(int argc, char **argv) {
     rx_socks[1] = open_rx_socket(AF_INET6, SINGLE_HOP_PORT);
     if (rx_socks[0] < 0 && rx_socks[1] < 0)
         return 1;
-    int64_t next_connect = 0;
-    printf("fl-bfd: data plane for bfdd at %s\n", argv[1]);
+    printf("fl-bfd: data plane for bfdd at %s%s\n", argv[1],
+           resume ? " (a successor: resuming its sessions)" : "");
+    if (resume)
+        resume_sessions(now_ns());
     fflush(stdout);
     while (!stop) {
         int64_t now = now_ns();
-        if (dplane < 0 && now >= next_connect) {
-            dp_connect(argv[1]);
-            next_connect = now + RECONNECT_NS;
-        }
         int64_t t = session_tick_ns(fixed_tick);
         if (t != tick_ns) {
             tick_ns = t;
@@ -1084,24 +1243,22 @@ int main(int argc, char **argv) {
         }
         /* Ticks fall on multiples of the tick, so a lab's engines wake together. */
         int64_t next = next_wake(now);
-        int64_t wake = dplane < 0 && (!next || next_connect < next) ? next_connect : next;
+        int64_t wake = next;
         struct pollfd p[2 + MAX_WATCHERS] = {{feed, POLLIN, 0}};
         int n = 1;
         for (int i = 0; i < MAX_WATCHERS; i++)
             if (watchers[i] >= 0)
                 p[n++] = (struct pollfd){watchers[i], POLLIN, 0};
-        if (dplane >= 0)
-            p[n++] = (struct pollfd){dplane, POLLIN, 0};
+        p[n++] = (struct pollfd){dplane, POLLIN, 0};
         int64_t left = wake > now ? wake - now : 0;
         struct timespec wait = {left / 1000000000LL, left % 1000000000LL};
         int ready = ppoll(p, (nfds_t)n, wake ? &wait : NULL, NULL);
         now = now_ns();
         if (ready > 0)
             serve_feed(p, n);
-        if (ready > 0 && dplane >= 0 && p[n - 1].revents && !dp_read(now)) {
+        if (ready > 0 && p[n - 1].revents && !dp_read(now)) {
             printf("bfdd closed the data-plane connection\n");
-            fflush(stdout);
-            dp_drop();
+            return EXIT_BFDD_GONE;
         }
         if (next && now >= next)
             tick(now);

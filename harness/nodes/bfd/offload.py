@@ -4,11 +4,15 @@ bfdd with `--dplaneaddr unix:SOCKET` keeps sessions, clients and CLI and hands e
 to the data plane that connects there; fl-bfd is that data plane. Its cost per session is a
 share of one wake-up per round of sends instead of a wake-up per packet and timer, which is
 what lets a hundred-node lab run BFD at 100 ms on two cores. The engine is a process of the node: a
-crash of the node takes it down with bfdd, and the node kind's restart brings both back.
+crash of the node takes it down with bfdd, and the node kind's restart brings both back. A
+lone engine crash is its supervisor's to mend (fl_bfd.c): it starts the engine again, which
+takes bfdd's sessions over without taking them down, and says so in `fl-bfd.state`, which
+`inspect` shows.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,9 +22,10 @@ if TYPE_CHECKING:
     from harness.runtime.node import Node
     from harness.topology.plan import BfdPlan
 
-ENGINE = "fl-bfd"
+ENGINE = "fl-bfd"  # the engine's process name; its supervisor's is fl-bfd-watch
 SOCKET_NAME = "bfdd-dplane.sock"
 FEED_NAME = "fl-bfd-feed.sock"
+STATE_NAME = "fl-bfd.state"  # the supervisor's: "ENGINE_PID RESTARTS REASON"
 TICK_DIVISOR, TICK_MIN_MS, TICK_MAX_MS = 4, 1.0, 25.0  # as in fl_bfd.c
 DPLANE_PATH_MAX = 63  # bfdd (FRR 8.4) silently cuts a longer --dplaneaddr path
 
@@ -47,6 +52,22 @@ def start_engine(node: Node, bfd_dir: Path, log: Path) -> int:
     runtime = node.runtime
     return runtime.spawn(node.name, [runtime.program(ENGINE), str(socket_path(bfd_dir)),
                                      str(feed_path(bfd_dir))], log, f"{node.name}/{ENGINE}")
+
+
+@dataclass(frozen=True)
+class EngineState:
+    pid: int  # the engine's, as its node sees it
+    restarts: int
+    last_exit: str  # how the last engine ended ("killed-by-signal-9"), "-" before any
+
+
+def engine_state(bfd_dir: Path) -> EngineState | None:
+    """What the supervisor last wrote; None before it started."""
+    try:
+        pid, restarts, last = (bfd_dir / STATE_NAME).read_text().split()
+    except (OSError, ValueError):
+        return None
+    return EngineState(int(pid), int(restarts), last)
 
 
 def tick_ms(bfd: BfdPlan) -> float:
