@@ -69,7 +69,7 @@ def frr_of(lab: LabContext, name: str) -> Frr:
     """A node's FRR: its pathspace, and its BFD offload unless BFD runs in bfdd (or the
     user configured the node)."""
     node = lab.node(name)
-    offload = bool(lab.plan.bfd and lab.plan.bfd.offload and not node.plan.user_configured)
+    offload = bool(lab.plan.bfd and node.plan.bfd_offloaded(lab.plan.bfd))
     return Frr(node, lab.node_dir(name), frr_pathspace(lab.plan.name, name),
                bfd_dir=bfd_socket_dir(lab.plan.name, name) if offload else None,
                patience=patience(len(lab.plan.nodes)))

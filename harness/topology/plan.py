@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.topology.binds import Bind
-from harness.topology.schema import Kind, Role
+from harness.topology.schema import Kind, NodeBfd, Role
 
 
 class _Plain(BaseModel):
@@ -106,6 +106,16 @@ class NodePlan(_Plain):
     frr_config: str | None = None
     daemons: list[str] | None = None  # None: the kind's own set
     interfaces: list[Interface] = []
+    bfd: NodeBfd | None = None  # the node's own over the lab's (offload, multiplier)
+
+    def bfd_multiplier(self, lab: BfdPlan) -> int:
+        return self.bfd.multiplier if self.bfd and self.bfd.multiplier else lab.multiplier
+
+    def bfd_offloaded(self, lab: BfdPlan) -> bool:
+        """Sessions in the node's fl-bfd: as the lab says, unless the node says no; never on
+        a node the user configures (its FRR is theirs)."""
+        return lab.offload and not self.user_configured and not (
+            self.bfd is not None and self.bfd.offload is False)
 
     @property
     def user_configured(self) -> bool:

@@ -123,6 +123,14 @@ class Extras(_Strict):
     frr: FrrExtras | None = None
 
 
+class NodeBfd(_Strict):
+    """A node's own BFD over the lab's `bgp.bfd`: a switch whose ASIC cannot run BFD (its
+    sessions stay in bfdd's own loop), or a platform's own detection multiplier."""
+
+    offload: bool | None = Field(None, description="false: this node's sessions run in bfdd")
+    multiplier: int | None = Field(None, ge=2, le=255)
+
+
 class NodeFields(_Strict):
     """One node; `defaults`, `kinds` and `groups` entries use the same keys."""
 
@@ -142,6 +150,7 @@ class NodeFields(_Strict):
     asn: int | None = Field(None, ge=1, le=4_294_967_294)
     loopback4: IPv4Address | None = None
     loopback6: IPv6Address | None = None
+    bfd: NodeBfd | None = None
 
 
 # The node model proper: NodeFields plus containerlab's ignored keys, each under its own name.

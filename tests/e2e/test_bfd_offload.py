@@ -71,6 +71,29 @@ def in_bfdd() -> Iterator[Lab]:
     yield from pair("bfdsoft", False)
 
 
+MIXED = """
+name: bfdmixed
+bgp:
+  bfd: {interval: 100ms, multiplier: 3, offload: true}
+topology:
+  defaults: {kind: frr}
+  nodes:
+    r1: {role: leaf}
+    r2: {role: spine, bfd: {offload: false, multiplier: 5}}
+  links:
+    - endpoints: ["r1:eth1", "r2:eth1"]
+"""
+
+
+@pytest.fixture(scope="module")
+def mixed() -> Iterator[Lab]:
+    """r1's sessions in its fl-bfd at multiplier 3, r2's in its own bfdd at multiplier 5."""
+    lab = Lab(augment(load_text(MIXED)), RUNTIME)
+    lab.deploy(timeout=60)
+    yield lab
+    lab.destroy()
+
+
 @pytest.fixture(scope="module")
 def echoing() -> Iterator[Lab]:
     yield from pair("bfdecho", True, echo=True)
@@ -193,8 +216,7 @@ def test_a_silent_peer_is_found_within_the_detection_time(offloaded):
     late this box wakes a sleeper."""
     bfd = offloaded.plan.bfd
     assert bfd is not None
-    drop = ["nft", "add table inet bfdtest; add chain inet bfdtest in "
-            "{ type filter hook input priority 0; }; add rule inet bfdtest in udp dport 3784 drop"]
+    drop = silence(offloaded, "r2")
     bfd_r2 = watch(offloaded, "r2")
     seconds_until_all(bfd_r2, True, 2, timeout=5)  # the current states come first
     with WakeupLateness() as load:
@@ -250,6 +272,56 @@ def test_a_lone_engine_crash_is_mended_without_taking_a_session_down(offloaded):
 
 def engine_log(lab: Lab, node: str) -> str:
     return (lab.frr(node).log_dir / f"{ENGINE}.log").read_text()
+
+
+def silence(lab: Lab, node: str) -> list[str]:
+    """nft commands that drop every BFD control packet arriving at `node`."""
+    return ["nft", "add table inet bfdtest; add chain inet bfdtest in { type filter hook input "
+            "priority 0; }; add rule inet bfdtest in udp dport 3784 drop"]
+
+
+def detection_ms(lab: Lab, deaf: str, watcher: EngineWatch | BfdWatch) -> float:
+    """How long `deaf`'s side takes to call its session down once it hears nothing."""
+    with WakeupLateness() as load:
+        lab.runtime.run(deaf, silence(lab, deaf), check=True)
+        try:
+            took = seconds_until_all(watcher, False, 1, timeout=5) * 1000
+        finally:
+            lab.runtime.run(deaf, ["nft", "delete table inet bfdtest"], check=True)
+    seconds_until_all(watcher, True, 1, timeout=10)
+    return took - load.max_ms
+
+
+def test_an_offloaded_node_and_a_plain_bfdd_peer_time_each_other_by_the_peers_multiplier(
+        mixed):
+    """RFC 5880 6.8.4: the detection time is the *remote* multiplier times the agreed
+    interval. r1's engine, at 3, must wait r2's 5 intervals; r2's bfdd, at 5, waits r1's 3.
+    Each comes within an interval of silence less (the last packet came up to one interval
+    before the drop began) and a tick more."""
+    assert bfd_port_owners(mixed, "r1") == {ENGINE}
+    assert bfd_port_owners(mixed, "r2") == {"bfdd"}
+    bfd = mixed.plan.bfd
+    assert bfd is not None
+    tick = tick_ms(bfd)
+
+    def agreed() -> list[str]:
+        """Both ends Up at the lab's interval (a session comes up advertising 1 s and Polls
+        its real interval in); r1's view is what its engine reported to bfdd."""
+        views = [(node, peer) for node in ("r1", "r2") for peer in json.loads(
+            mixed.frr(node).vtysh("show bfd peers json"))]
+        return [f"{node}: {peer}" for node, peer in views
+                if (peer["status"], peer["remote-transmit-interval"],
+                    peer["remote-receive-interval"]) != ("up", bfd.interval_ms,
+                                                         bfd.interval_ms)]
+    poll_until(agreed, 10, lambda left: AssertionError(f"not agreed: {left}"))
+    r1_feed = EngineWatch(str(feed_path(mixed.frr("r1").bfd_dir)))  # type: ignore[arg-type]
+    seconds_until_all(r1_feed, True, 1, timeout=10)
+    took = detection_ms(mixed, "r1", r1_feed)
+    assert 4 * bfd.interval_ms - tick <= took <= 5 * bfd.interval_ms + tick, took
+    r2_bfdd = watch(mixed, "r2")
+    seconds_until_all(r2_bfdd, True, 1, timeout=10)
+    took = detection_ms(mixed, "r2", r2_bfdd)
+    assert 2 * bfd.interval_ms - tick <= took <= 3 * bfd.interval_ms + tick, took
 
 
 def test_with_offload_off_bfdd_runs_its_sessions(in_bfdd):

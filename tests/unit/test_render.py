@@ -73,3 +73,20 @@ def test_one_end_of_each_session_opens_it_the_upper_tier_waits() -> None:
             assert (f"neighbor {s.peer_ip} passive\n" in text) == upper == s.passive, s
             back = next(t for t in plan.sessions_of(s.peer) if t.peer_ip == s.local_ip)
             assert back.passive != s.passive
+
+
+def test_a_nodes_own_bfd_overrides_the_labs() -> None:
+    """`bfd: {multiplier: 5, offload: false}` on a node: its profiles say 5, and its sessions
+    stay in bfdd (no fl-bfd); the other node keeps the lab's 3 and its offload."""
+    plan = augment(load_text("""
+name: mixedbfd
+bgp: {bfd: {interval: 100ms, multiplier: 3}}
+topology:
+  nodes: {r1: {role: leaf}, r2: {role: spine, bfd: {offload: false, multiplier: 5}}}
+  links: [{endpoints: ["r1:eth1", "r2:eth1"]}]
+"""))
+    assert plan.bfd is not None
+    r1, r2 = plan.node("r1"), plan.node("r2")
+    assert "detect-multiplier 5" in render_frr(plan, r2, "/dev/null")
+    assert "detect-multiplier 3" in render_frr(plan, r1, "/dev/null")
+    assert r1.bfd_offloaded(plan.bfd) and not r2.bfd_offloaded(plan.bfd)

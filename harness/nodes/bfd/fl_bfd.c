@@ -852,10 +852,12 @@ static struct session *receive_control(const struct control *c, const struct in6
     s->rdiag = c->version_diag & 0x1f;
     s->rmult = c->detect_mult;
     s->rflags = c->state_bits;
-    s->r_desired_tx = ntohl(c->desired_tx);
-    s->r_required_rx = ntohl(c->required_rx);
+    uint32_t desired_tx = ntohl(c->desired_tx), required_rx = ntohl(c->required_rx);
     uint32_t echo_rx = ntohl(c->required_echo_rx);
-    int timers_changed = echo_rx != s->r_required_echo_rx;
+    int timers_changed = desired_tx != s->r_desired_tx || required_rx != s->r_required_rx
+                         || echo_rx != s->r_required_echo_rx;
+    s->r_desired_tx = desired_tx;
+    s->r_required_rx = required_rx;
     s->r_required_echo_rx = echo_rx;
     if ((c->state_bits & BIT_FINAL) && s->poll)
         s->poll = 0;
@@ -881,7 +883,7 @@ static struct session *receive_control(const struct control *c, const struct in6
     } else if (rstate == DOWN) {
         set_state(s, DOWN, DIAG_NEIGHBOR_DOWN, now);
     } else if (timers_changed) {
-        report(s);  /* bfdd shows the peer's echo interval */
+        report(s);  /* bfdd shows the peer's intervals (a Poll changes them once Up) */
     }
     if (echo_active(s) && !s->next_echo)
         s->next_echo = now;  /* detection starts with the first echo back, as in bfdd */
