@@ -9,6 +9,8 @@ import os
 import re
 import select
 import signal
+import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from harness.converge import poll_until
 from harness.faults.injector import Faults
 from harness.lab import Lab
+from harness.linux.nsenter import call_in_netns
 from harness.nodes.bfd.offload import ENGINE, feed_path, tick_ms
 from harness.nodes.frr import attach_bfd
 from harness.paths import LAB_NAME_MAX, bfdd_socket
@@ -373,3 +376,34 @@ def test_each_session_reads_from_a_socket_connected_to_its_peer(offloaded):
     poll_until(not_followed, 5, lambda left: AssertionError(f"r1 does not follow {left}"))
     assert not sent_by_r2() & before, before  # r2 sends from new ports
     seconds_until_all(watch(offloaded, "r1"), True, 2, timeout=10)
+
+
+def test_single_hop_control_packets_count_only_at_ttl_255(offloaded):
+    """RFC 5881 5: a single-hop session takes a packet only if it left its sender at TTL
+    255, so nothing further away can talk to it. A Down for r1's session, sent from r2's
+    address at TTL 254, changes nothing; the same at 255 takes the session down (then it
+    comes back, and BGP with it). Last in the module: it flaps r1's sessions."""
+    session = next(p for p in json.loads(offloaded.frr("r1").vtysh("show bfd peers json"))
+                   if p["interface"] == "eth1")
+    down = struct.pack("!BBBBIIIII", 1 << 5, 1 << 6, 3, 24, 0x5EED, session["id"],
+                       100_000, 100_000, 0)
+
+    def make() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind((session["peer"], 49_999))
+        return sock
+    sock = call_in_netns(offloaded.runtime.netns_path("r2"), make)
+    r1_feed = EngineWatch(str(feed_path(offloaded.frr("r1").bfd_dir)))  # type: ignore[arg-type]
+    seconds_until_all(r1_feed, True, 2, timeout=5)
+    for ttl in (254, 255):
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
+        for _ in range(3):
+            sock.sendto(down, (session["local"], 3784))
+        went_down = select.select([r1_feed], [], [], 0.5)[0] and any(
+            not s.up for s in r1_feed.read() or ())
+        assert bool(went_down) == (ttl == 255), f"TTL {ttl}: down {bool(went_down)}"
+    sock.close()
+    seconds_until_all(r1_feed, True, 1, timeout=10)
+    poll_until(lambda: [p for p, state in offloaded.frr("r1").bgp_peer_states().items()
+                        if state != "Established"], 60,
+               lambda left: AssertionError(f"BGP not back: {left}"))
