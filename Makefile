@@ -11,6 +11,8 @@ DEB_PACKAGES := frr iproute2 iputils-ping tcpdump iperf3 nftables iptables procp
 PYTEST_ARGS ?=
 
 DOCKER_DEB_PACKAGES := docker.io mmdebstrap
+# What only the tests need: headless Chromium looks at the HTML the lab draws.
+TEST_DEB_PACKAGES := chromium
 # The e2e suites that run on the docker runtime too (the rest are runtime-independent).
 DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e2e/test_containerlab.py tests/e2e/test_sai_lab.py tests/e2e/test_fpf.py \
 	tests/e2e/test_impair.py \
@@ -75,6 +77,7 @@ lint: setup
 # Unit tests as `nobody` first (they must need no root), then everything as root on the
 # netns runtime, then the fabric suites again on the docker runtime.
 test: setup lint
+	@$(MAKE) --no-print-directory debs EXTRA_DEBS="$(TEST_DEB_PACKAGES)"
 	bash tests/tools/unit-unprivileged.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 	$(MAKE) test-docker

@@ -1,12 +1,14 @@
 """Draw a lab plan: Graphviz dot, Mermaid, or a self-contained HTML page with an SVG.
 
 Nodes are layered by role (hosts at the bottom, super-spines and backbones on top) and grouped
-by plane, which is how fabric diagrams are drawn; HTML needs no network or JavaScript.
+by plane, which is how fabric diagrams are drawn; in HTML each plane is a column of its own
+colour and the drawing scales to the page. HTML needs no network or JavaScript.
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 from harness.topology.plan import LabPlan, LinkPlan, NodePlan
 from harness.topology.schema import Role
@@ -79,38 +81,124 @@ def to_mermaid(plan: LabPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def layout(plan: LabPlan, width: int = 1200, row: int = 140) -> dict[str, tuple[float, float]]:
-    """x by order within a tier (sorted by plane, then name), y by tier."""
+# The HTML drawing's measures, in SVG units: a box fits its name at the font's widest
+# average glyph (sans-serif at 11 px: under 6.6 units a character, measured in Chromium).
+FONT_PX, CHAR_W, BOX_H, BOX_GAP, GROUP_GAP, ROW, MARGIN = 11, 6.6, 28, 12, 24, 110, 20
+
+
+@dataclass(frozen=True)
+class Box:
+    x: float  # centre
+    y: float
+    width: float
+    plane: int | None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A plane's nodes, drawn together in the plane's colour."""
+
+    plane: int
+    left: float
+    width: float
+    bottom: float  # below its lowest tier (hosts, of no plane, are drawn below it)
+
+
+@dataclass(frozen=True)
+class Layout:
+    boxes: dict[str, Box]
+    groups: list[Group]
+    width: float
+    height: float
+
+
+def box_width(name: str) -> float:
+    return max(64.0, round(len(name) * CHAR_W + 18))
+
+
+def layout(plan: LabPlan) -> Layout:
+    """Tiers top to bottom (super-spines, spines, leaves, hosts); within them, each plane's
+    nodes side by side in a group of their own, as FPF is drawn; nodes of no plane (hosts,
+    super-spines, a user's nodes) spread over the whole width of their tier."""
     tier = tiers(plan)
-    positions = {}
-    for level, value in enumerate(sorted(set(tier.values()), reverse=True)):
-        members = sorted((n for n in plan.nodes if tier[n.name] == value),
-                         key=lambda n: (n.plane if n.plane is not None else -1, n.name))
-        for i, n in enumerate(members):
-            positions[n.name] = ((i + 0.5) * width / len(members), 60 + level * row)
-    return positions
+    levels = sorted(set(tier.values()), reverse=True)
+    y_of = {level: MARGIN + 30 + i * ROW for i, level in enumerate(levels)}
+    planes = sorted({n.plane for n in plan.nodes if n.plane is not None})
+
+    def row_width(nodes: list[NodePlan]) -> float:
+        return sum(box_width(n.name) + BOX_GAP for n in nodes)
+
+    in_plane = {p: [n for n in plan.nodes if n.plane == p] for p in planes}
+    widths = {p: max(row_width([n for n in in_plane[p] if tier[n.name] == level])
+                     for level in levels) for p in planes}
+    shared = [n for n in plan.nodes if n.plane is None]
+    width = max(sum(widths.values()) + GROUP_GAP * max(len(planes) - 1, 0),
+                *(row_width([n for n in shared if tier[n.name] == level]) for level in levels))
+    boxes, groups, left = {}, [], MARGIN
+    for p in planes:
+        bottom = max(y_of[tier[n.name]] for n in in_plane[p]) + BOX_H / 2 + 8
+        groups.append(Group(p, left, widths[p], bottom))
+        for level in levels:
+            _place(sorted((n for n in in_plane[p] if tier[n.name] == level),
+                          key=lambda n: n.name), left, widths[p], y_of[level], boxes)
+        left += widths[p] + GROUP_GAP
+    for level in levels:
+        _place([n for n in shared if tier[n.name] == level], MARGIN, width, y_of[level], boxes)
+    return Layout(boxes, groups, width + 2 * MARGIN, y_of[levels[-1]] + BOX_H + MARGIN)
+
+
+def _place(nodes: list[NodePlan], left: float, span: float, y: float,
+           boxes: dict[str, Box]) -> None:
+    """`nodes` in a row, spread evenly over `span` (each in a slot at least its box wide)."""
+    if not nodes:
+        return
+    slot = span / len(nodes)
+    for i, n in enumerate(nodes):
+        boxes[n.name] = Box(left + (i + 0.5) * slot, y, box_width(n.name), n.plane)
+
+
+def plane_colour(plane: int | None, planes: int, light: bool = False) -> str:
+    if plane is None:
+        return "#eef1f5" if light else "#5b6573"
+    hue = round(plane * 360 / max(planes, 1)) % 360
+    return f"hsl({hue} 65% {'94%' if light else '40%'})"
 
 
 def to_html(plan: LabPlan) -> str:
-    pos = layout(plan)
-    height = max(y for _, y in pos.values()) + 80
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="1200" height="{height:.0f}" '
-             'font-family="sans-serif" font-size="11">']
+    drawn = layout(plan)
+    boxes, count = drawn.boxes, len(drawn.groups)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {drawn.width:.0f} '
+             f'{drawn.height:.0f}" width="100%" font-family="sans-serif" '
+             f'font-size="{FONT_PX}">']
+    for group in drawn.groups:
+        parts.append(f'<rect class="plane" x="{group.left - 6:.0f}" y="{MARGIN:.0f}" '
+                     f'width="{group.width + 12 - BOX_GAP:.0f}" '
+                     f'height="{group.bottom - MARGIN:.0f}" rx="8" '
+                     f'fill="{plane_colour(group.plane, count, light=True)}"/>'
+                     f'<text x="{group.left + (group.width - BOX_GAP) / 2:.0f}" '
+                     f'y="{MARGIN + 14:.0f}" text-anchor="middle" '
+                     f'fill="{plane_colour(group.plane, count)}">plane {group.plane}</text>')
     for link in plan.links:
-        (x1, y1), (x2, y2) = pos[link.a.node], pos[link.b.node]
+        a, b = boxes[link.a.node], boxes[link.b.node]
+        plane = a.plane if a.plane is not None else b.plane
         title = html.escape(f"{link.a} -- {link.b} {_label(link)}")
-        parts.append(f'<line x1="{x1:.0f}" y1="{y1:.0f}" x2="{x2:.0f}" y2="{y2:.0f}" '
-                     f'stroke="#8895a7"><title>{title}</title></line>')
+        parts.append(f'<line x1="{a.x:.0f}" y1="{a.y:.0f}" x2="{b.x:.0f}" y2="{b.y:.0f}" '
+                     f'stroke="{plane_colour(plane, count)}" stroke-opacity="0.55">'
+                     f"<title>{title}</title></line>")
     for n in plan.nodes:
-        x, y = pos[n.name]
+        box = boxes[n.name]
         title = html.escape(f"{n.name} {caption(n)} {n.loopback4 or ''} {n.loopback6 or ''}")
-        parts.append(f'<g><title>{title}</title><rect x="{x - 42:.0f}" y="{y - 14:.0f}" '
-                     'width="84" height="28" rx="6" fill="#eef3fb" stroke="#3b6fb6"/>'
-                     f'<text x="{x:.0f}" y="{y + 4:.0f}" text-anchor="middle">'
+        parts.append(f'<g class="node"><title>{title}</title><rect x="{box.x - box.width / 2:.0f}" '
+                     f'y="{box.y - BOX_H / 2:.0f}" width="{box.width:.0f}" height="{BOX_H}" '
+                     f'rx="6" fill="{plane_colour(box.plane, count, light=True)}" '
+                     f'stroke="{plane_colour(box.plane, count)}"/>'
+                     f'<text x="{box.x:.0f}" y="{box.y + 4:.0f}" text-anchor="middle">'
                      f"{html.escape(n.name)}</text></g>")
     parts.append("</svg>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{plan.name}</title>"
-            f"</head><body><h1>{html.escape(plan.name)}</h1>{''.join(parts)}</body></html>\n")
+            "<style>body{margin:1em;font-family:sans-serif}svg{max-width:100%;height:auto}"
+            f"</style></head><body><h1>{html.escape(plan.name)}</h1>{''.join(parts)}"
+            "</body></html>\n")
 
 
 FORMATS = {"dot": to_dot, "mermaid": to_mermaid, "html": to_html}
