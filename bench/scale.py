@@ -5,8 +5,10 @@ Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on ever
 shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
 prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
 PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes (median
-of five runs; below each row: the BGP keepalive and hold time the lab's size gave it, and how
-many BGP session ends went down since the deploy began; none should). Then the growth
+of five runs; below each row: the BGP keepalive and hold time the lab's size gave it, how
+many BGP session ends went down since the deploy began (none should), how often each node's
+BFD engine wakes while the lab idles, and the ARP and ND entries the host's neighbour tables
+hold for it). Then the growth
 exponent of each (the slope of log cost over log nodes between the sizes that converged: 1 is
 linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
@@ -27,6 +29,7 @@ what the host gave the lab per node (the fall in MemAvailable, kernel state incl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -40,13 +43,15 @@ sys.path.insert(0, str(REPO))
 
 from harness.errors import FabricLabError  # noqa: E402
 from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
-from harness.kernel import neighbour_limit_raised  # noqa: E402
+from harness.kernel import NEIGHBOUR_TABLES, neighbour_limit_raised  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 from harness.linux import ksm  # noqa: E402
-from harness.testing.footprint import footprint  # noqa: E402
+from harness.nodes.bfd.offload import ENGINE  # noqa: E402
+from harness.testing.footprint import footprint, node_process  # noqa: E402
 
 HOSTS_PER_LEAF = 16  # fpf-64's
 INSPECT_RUNS = 5
+WAKES_WINDOW_S = 5.0
 COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node (MiB)",
            "host/node (MiB)", "idle CPU (cores)", "inspect (s)")
 
@@ -61,6 +66,7 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
             timeout: float) -> tuple[dict[str, float], dict[str, float]]:
     """The row of one size, and its idle CPU per command."""
     available = ksm.mem_available_mib()
+    before = {t.afi: t.in_use() for t in NEIGHBOUR_TABLES}
     lab = Lab(plan(params(hosts, bfd, host_echo)), share_memory=share)
     start = time.monotonic()
     with neighbour_limit_raised(lab.plan, str(lab.dir)):
@@ -70,6 +76,8 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
             merged_s = wait_merged(timeout) if lab.plan.share_memory else 0.0
             cost = footprint(lab, lab.node_names, idle_s)
             host_mib = available - ksm.mem_available_mib()
+            wakes = engine_wakes_per_second(lab, WAKES_WINDOW_S) if bfd == "offload" else 0.0
+            neighbours = {t.afi: t.in_use() - before[t.afi] for t in NEIGHBOUR_TABLES}
             inspect_s = time_inspect(lab.plan.name)
             dropped = sessions_dropped(lab)
         finally:
@@ -79,7 +87,26 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
                                  cost.pss_mib / n, host_mib / n, cost.cpu_cores, inspect_s),
                        strict=True)),
             "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold,
-            "shared": lab.plan.share_memory, "merged_s": merged_s}, cost.cpu_by_command
+            "shared": lab.plan.share_memory, "merged_s": merged_s, "wakes": wakes,
+            "arp": neighbours["ipv4"], "nd": neighbours["ipv6"]}, cost.cpu_by_command
+
+
+def engine_wakes_per_second(lab: Lab, seconds: float) -> float:
+    """How often each node's BFD engine slept and woke again while the lab idles (its
+    voluntary context switches), the mean over the nodes."""
+    def switches() -> dict[int, int]:
+        counts = {}
+        for node in lab.node_names:
+            with contextlib.suppress(LookupError, OSError):
+                pid = node_process(lab, node, ENGINE)
+                status = Path(f"/proc/{pid}/status").read_text()
+                counts[pid] = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+        return counts
+    before = switches()
+    time.sleep(seconds)
+    after = switches()
+    engines = [after[pid] - before[pid] for pid in after.keys() & before.keys()]
+    return statistics.mean(engines) / seconds if engines else 0.0
 
 
 def wait_merged(timeout: float) -> float:
@@ -140,7 +167,8 @@ def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idl
             else ""
         print(f"{'':>6} memory {'shared' + merged if row['shared'] else 'not shared'}; BGP timers "
               f"{row['keepalive']:.0f} s / {row['hold']:.0f} s; session ends dropped since the "
-              f"deploy began: {row['dropped']:.0f}")
+              f"deploy began: {row['dropped']:.0f}; BFD engines woke {row['wakes']:.1f} times "
+              f"a second each; neighbour entries: ARP {row['arp']:.0f}, ND {row['nd']:.0f}")
     if rows:
         print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
             f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))

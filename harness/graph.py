@@ -15,7 +15,7 @@ from harness.topology.schema import Role
 from harness.topology.units import format_duration_us
 
 TIER = {Role.host: 0, Role.scaleup: 0, Role.leaf: 1, Role.spine: 2, Role.superspine: 3,
-        Role.backbone: 4}
+        Role.bag: 4, Role.backbone: 5}
 
 
 def tiers(plan: LabPlan) -> dict[str, int]:

@@ -2,7 +2,9 @@
 
 ASNs follow RFC 7938 with 4-byte private numbers above `bgp.asn_base`: the spines of one plane
 share an ASN (so a leaf-spine-leaf-spine valley is an AS-path loop and never used), every leaf
-and every host has its own, and super-spines share one. A node's own `asn` wins.
+and every host has its own, and super-spines share one; nodes with a `region` (and
+`building`) share them only within it (`asn_scope`), and a region's BAG switches share one.
+A node's own `asn` wins.
 """
 
 from __future__ import annotations
@@ -40,20 +42,34 @@ DEFAULT_MTU = 1500
 # only), binds resolved against the topology file.
 AS_WRITTEN = tuple(f for f in NodePlan.model_fields if f in NodeFields.model_fields
                    and f not in {"asn", "loopback4", "loopback6", "binds"})
-_SHARED_ASN_OFFSET = {Role.superspine: 0, Role.spine: 100}
+_SHARED_ASN_OFFSET = {Role.superspine: 0, Role.spine: 100, Role.bag: 200}
 _UNIQUE_ASN_OFFSET = {Role.leaf: 1_000, Role.host: 10_000, Role.backbone: 20_000,
                       Role.scaleup: 30_000}
+# Shared ASNs of nodes placed in a region (or a building of one) are scoped to it: each scope
+# gets its own block, above the unique ranges.
+_SCOPED_BASE, _SCOPE_STRIDE = 100_000, 1_000
+
+
+def asn_scope(node: NodeFields) -> tuple[str | None, ...]:
+    """What a shared ASN is shared within: a region's BAG switches, a building's spines (per
+    plane) and super-spines. Two buildings' spines with one ASN would each drop the other's
+    routes as an AS-path loop, and BAG-BAG sessions across regions would be iBGP."""
+    return (node.region,) if node.role is Role.bag else (node.region, node.building)
 
 
 def asn_plan(nodes: dict[str, NodeFields], base: int) -> dict[str, int]:
     counters: dict[Role, int] = defaultdict(int)
+    scopes = sorted({asn_scope(n) for n in nodes.values() if any(asn_scope(n))},
+                    key=lambda scope: tuple(part or "" for part in scope))
     plan = {}
     for name, node in nodes.items():
         assert node.role is not None  # validate() guarantees it
         if node.asn is not None:
             plan[name] = node.asn
         elif node.role in _SHARED_ASN_OFFSET:
-            plan[name] = base + _SHARED_ASN_OFFSET[node.role] + (node.plane or 0)
+            scope = asn_scope(node)
+            block = _SCOPED_BASE + scopes.index(scope) * _SCOPE_STRIDE if any(scope) else 0
+            plan[name] = base + block + _SHARED_ASN_OFFSET[node.role] + (node.plane or 0)
         else:
             counters[node.role] += 1
             plan[name] = base + _UNIQUE_ASN_OFFSET[node.role] + counters[node.role]

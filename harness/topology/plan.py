@@ -107,6 +107,8 @@ class NodePlan(_Plain):
     daemons: list[str] | None = None  # None: the kind's own set
     interfaces: list[Interface] = []
     bfd: NodeBfd | None = None  # the node's own over the lab's (offload, multiplier)
+    region: str | None = None
+    building: str | None = None
 
     def bfd_multiplier(self, lab: BfdPlan) -> int:
         return self.bfd.multiplier if self.bfd and self.bfd.multiplier else lab.multiplier

@@ -50,6 +50,7 @@ class Role(StrEnum):
     leaf = "leaf"
     spine = "spine"
     superspine = "superspine"
+    bag = "bag"  # backend aggregation: joins a region's building fabrics and the regions
     backbone = "backbone"
     scaleup = "scaleup"
 
@@ -151,6 +152,12 @@ class NodeFields(_Strict):
     loopback4: IPv4Address | None = None
     loopback6: IPv6Address | None = None
     bfd: NodeBfd | None = None
+    region: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                               description="where the node stands: shared ASNs are scoped "
+                               "by it (a region's BAG switches share one)")
+    building: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                                 description="within its region: a building's spines and "
+                                 "super-spines share ASNs only with each other")
 
 
 # The node model proper: NodeFields plus containerlab's ignored keys, each under its own name.

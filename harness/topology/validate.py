@@ -15,7 +15,7 @@ from harness.errors import TopologyError, TopologyProblem
 from harness.topology.binds import parse_bind
 from harness.topology.loader import KeyPath, LoadedTopology
 from harness.topology.merge import layers, merged_node
-from harness.topology.schema import Kind, NodeFields, TopologySpec
+from harness.topology.schema import Kind, NodeFields, Role, TopologySpec
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
 IFACE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
@@ -84,8 +84,8 @@ def _kind_problems(loaded: LoadedTopology, path: KeyPath,
     if node.role is None and (node.kind is Kind.sai or (
             node.kind is Kind.frr and node.startup_config is None)):
         return [src.problem(path, f"node {name!r} has no role",
-                            "add 'role: leaf' (or host, spine, superspine, backbone, scaleup), "
-                            "or set it in topology.defaults; or give kind frr a "
+                            f"add 'role: leaf' (or {', '.join(r.value for r in Role)}), or "
+                            "set it in topology.defaults; or give kind frr a "
                             "startup-config of your own")]
     if node.role is not None and node.startup_config is not None:
         return [src.problem((*path, "startup-config"), "a fabric node's config is generated "

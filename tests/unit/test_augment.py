@@ -181,3 +181,49 @@ topology:
     assert sai_config(plan.node("leaf1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
     assert sai_config(plan.node("spine1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
     assert sai_config(plan.node("spine2")) == {}  # the switch's profile speed
+
+
+TWO_REGIONS = """
+name: scoped
+topology:
+  defaults: {kind: frr}
+  nodes:
+    a-leaf: {role: leaf, region: east, building: a}
+    a-spine1: {role: spine, region: east, building: a}
+    a-spine2: {role: spine, region: east, building: a}
+    b-leaf: {role: leaf, region: east, building: b}
+    b-spine: {role: spine, region: east, building: b}
+    east-bag: {role: bag, region: east}
+    west-leaf: {role: leaf, region: west, building: c}
+    west-spine: {role: spine, region: west, building: c}
+    west-bag: {role: bag, region: west}
+  links:
+    - endpoints: ["a-leaf:eth1", "a-spine1:eth1"]
+    - endpoints: ["a-leaf:eth2", "a-spine2:eth1"]
+    - endpoints: ["a-spine1:eth2", "east-bag:eth1"]
+    - endpoints: ["a-spine2:eth2", "east-bag:eth2"]
+    - endpoints: ["b-leaf:eth1", "b-spine:eth1"]
+    - endpoints: ["b-spine:eth2", "east-bag:eth3"]
+    - endpoints: ["east-bag:eth4", "west-bag:eth1"]
+    - endpoints: ["west-leaf:eth1", "west-spine:eth1"]
+    - endpoints: ["west-spine:eth2", "west-bag:eth2"]
+"""
+
+
+def test_shared_asns_are_scoped_by_building_and_region() -> None:
+    """Every building's spines share one ASN, but not with another building's (or building b
+    would drop a's routes as an AS-path loop); a region's BAG switches share one, and the
+    two regions' differ (their sessions are eBGP). Every leaf then reaches every other."""
+    plan = augment(load_text(TWO_REGIONS))
+    asn = {n.name: n.asn for n in plan.nodes}
+    assert asn["a-spine1"] == asn["a-spine2"] != asn["b-spine"] != asn["west-spine"]
+    assert asn["east-bag"] != asn["west-bag"]
+    assert len({asn["a-spine1"], asn["b-spine"], asn["west-spine"], asn["east-bag"],
+                asn["west-bag"], asn["a-leaf"], asn["b-leaf"], asn["west-leaf"]}) == 8
+    reach = reachable_origins(plan)
+    for leaf in ("a-leaf", "b-leaf", "west-leaf"):
+        assert {"a-leaf", "b-leaf", "west-leaf"} - {leaf} <= reach[leaf], (leaf, reach[leaf])
+    assert "a-spine2" not in reach["a-spine1"]  # one building's spines: a valley is a loop
+    unscoped = augment(load_text(TWO_REGIONS.replace(", region: east, building: a", "")
+                                 .replace(", region: east, building: b", "")))
+    assert "a-leaf" not in reachable_origins(unscoped)["b-leaf"]  # what scoping fixes
