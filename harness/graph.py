@@ -39,7 +39,8 @@ def tiers(plan: LabPlan) -> dict[str, int]:
 
 def caption(node: NodePlan) -> str:
     if node.role is not None:
-        return f"{node.role.value} AS{node.asn}"
+        where = " ".join(filter(None, (node.region, node.building)))
+        return f"{node.role.value} AS{node.asn}" + (f" ({where})" if where else "")
     return f"{node.kind.value} {node.image or ''}".strip()
 
 
@@ -91,17 +92,23 @@ class Box:
     x: float  # centre
     y: float
     width: float
-    plane: int | None
+    group: int | None  # index of its Group, for its colour
 
 
 @dataclass(frozen=True)
 class Group:
-    """A plane's nodes, drawn together in the plane's colour."""
+    """A plane's nodes (or a region's), drawn together in their own colour."""
 
-    plane: int
+    label: str
     left: float
     width: float
-    bottom: float  # below its lowest tier (hosts, of no plane, are drawn below it)
+    bottom: float  # below its lowest tier (hosts of no plane are drawn below it)
+
+
+def group_of(node: NodePlan) -> str | None:
+    """A node's column: its plane (FPF), else its region (BAG), else none."""
+    return f"plane {node.plane}" if node.plane is not None else \
+        f"region {node.region}" if node.region else None
 
 
 @dataclass(frozen=True)
@@ -117,50 +124,54 @@ def box_width(name: str) -> float:
 
 
 def layout(plan: LabPlan) -> Layout:
-    """Tiers top to bottom (super-spines, spines, leaves, hosts); within them, each plane's
-    nodes side by side in a group of their own, as FPF is drawn; nodes of no plane (hosts,
-    super-spines, a user's nodes) spread over the whole width of their tier."""
+    """Tiers top to bottom (BAG, super-spines, spines, leaves, hosts); within them, each
+    plane's nodes side by side in a group of their own, as FPF is drawn (or each region's,
+    for BAG); nodes of neither (FPF's hosts, a user's nodes) spread over the whole width."""
     tier = tiers(plan)
     levels = sorted(set(tier.values()), reverse=True)
     y_of = {level: MARGIN + 30 + i * ROW for i, level in enumerate(levels)}
-    planes = sorted({n.plane for n in plan.nodes if n.plane is not None})
+    members: dict[str, list[NodePlan]] = {}
+    for n in plan.nodes:
+        if (key := group_of(n)) is not None:
+            members.setdefault(key, []).append(n)
+    labels = sorted(members, key=lambda k: (len(k), k))  # plane 2 before plane 10
 
     def row_width(nodes: list[NodePlan]) -> float:
         return sum(box_width(n.name) + BOX_GAP for n in nodes)
 
-    in_plane = {p: [n for n in plan.nodes if n.plane == p] for p in planes}
-    widths = {p: max(row_width([n for n in in_plane[p] if tier[n.name] == level])
-                     for level in levels) for p in planes}
-    shared = [n for n in plan.nodes if n.plane is None]
-    width = max(sum(widths.values()) + GROUP_GAP * max(len(planes) - 1, 0),
+    widths = {k: max(row_width([n for n in members[k] if tier[n.name] == level])
+                     for level in levels) for k in labels}
+    shared = [n for n in plan.nodes if group_of(n) is None]
+    width = max(sum(widths.values()) + GROUP_GAP * max(len(labels) - 1, 0),
                 *(row_width([n for n in shared if tier[n.name] == level]) for level in levels))
     boxes, groups, left = {}, [], MARGIN
-    for p in planes:
-        bottom = max(y_of[tier[n.name]] for n in in_plane[p]) + BOX_H / 2 + 8
-        groups.append(Group(p, left, widths[p], bottom))
+    for index, key in enumerate(labels):
+        bottom = max(y_of[tier[n.name]] for n in members[key]) + BOX_H / 2 + 8
+        groups.append(Group(key, left, widths[key], bottom))
         for level in levels:
-            _place(sorted((n for n in in_plane[p] if tier[n.name] == level),
-                          key=lambda n: n.name), left, widths[p], y_of[level], boxes)
-        left += widths[p] + GROUP_GAP
+            _place(sorted((n for n in members[key] if tier[n.name] == level),
+                          key=lambda n: n.name), left, widths[key], y_of[level], index, boxes)
+        left += widths[key] + GROUP_GAP
     for level in levels:
-        _place([n for n in shared if tier[n.name] == level], MARGIN, width, y_of[level], boxes)
+        _place([n for n in shared if tier[n.name] == level], MARGIN, width, y_of[level], None,
+               boxes)
     return Layout(boxes, groups, width + 2 * MARGIN, y_of[levels[-1]] + BOX_H + MARGIN)
 
 
-def _place(nodes: list[NodePlan], left: float, span: float, y: float,
+def _place(nodes: list[NodePlan], left: float, span: float, y: float, group: int | None,
            boxes: dict[str, Box]) -> None:
     """`nodes` in a row, spread evenly over `span` (each in a slot at least its box wide)."""
     if not nodes:
         return
     slot = span / len(nodes)
     for i, n in enumerate(nodes):
-        boxes[n.name] = Box(left + (i + 0.5) * slot, y, box_width(n.name), n.plane)
+        boxes[n.name] = Box(left + (i + 0.5) * slot, y, box_width(n.name), group)
 
 
-def plane_colour(plane: int | None, planes: int, light: bool = False) -> str:
-    if plane is None:
+def group_colour(group: int | None, groups: int, light: bool = False) -> str:
+    if group is None:
         return "#eef1f5" if light else "#5b6573"
-    hue = round(plane * 360 / max(planes, 1)) % 360
+    hue = round(group * 360 / max(groups, 1)) % 360
     return f"hsl({hue} 65% {'94%' if light else '40%'})"
 
 
@@ -170,28 +181,31 @@ def to_html(plan: LabPlan) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {drawn.width:.0f} '
              f'{drawn.height:.0f}" width="100%" font-family="sans-serif" '
              f'font-size="{FONT_PX}">']
-    for group in drawn.groups:
-        parts.append(f'<rect class="plane" x="{group.left - 6:.0f}" y="{MARGIN:.0f}" '
+    for index, group in enumerate(drawn.groups):
+        parts.append(f'<rect class="group" x="{group.left - 6:.0f}" y="{MARGIN:.0f}" '
                      f'width="{group.width + 12 - BOX_GAP:.0f}" '
                      f'height="{group.bottom - MARGIN:.0f}" rx="8" '
-                     f'fill="{plane_colour(group.plane, count, light=True)}"/>'
+                     f'fill="{group_colour(index, count, light=True)}"/>'
                      f'<text x="{group.left + (group.width - BOX_GAP) / 2:.0f}" '
-                     f'y="{MARGIN + 14:.0f}" text-anchor="middle" '
-                     f'fill="{plane_colour(group.plane, count)}">plane {group.plane}</text>')
+                     f'y="{group.bottom - 6:.0f}" text-anchor="middle" '
+                     f'fill="{group_colour(index, count)}">{html.escape(group.label)}</text>')
     for link in plan.links:
         a, b = boxes[link.a.node], boxes[link.b.node]
-        plane = a.plane if a.plane is not None else b.plane
+        group = a.group if a.group is not None else b.group
         title = html.escape(f"{link.a} -- {link.b} {_label(link)}")
-        parts.append(f'<line x1="{a.x:.0f}" y1="{a.y:.0f}" x2="{b.x:.0f}" y2="{b.y:.0f}" '
-                     f'stroke="{plane_colour(plane, count)}" stroke-opacity="0.55">'
-                     f"<title>{title}</title></line>")
+        # within a row (BAG to BAG), an arc over the boxes between the two ends
+        bend = a.y - min(ROW * 0.45, abs(a.x - b.x) * 0.15) if a.y == b.y else (a.y + b.y) / 2
+        parts.append(f'<path class="link" d="M{a.x:.0f} {a.y:.0f} Q{(a.x + b.x) / 2:.0f} '
+                     f'{bend:.0f} {b.x:.0f} {b.y:.0f}" fill="none" '
+                     f'stroke="{group_colour(group, count)}" stroke-opacity="0.55">'
+                     f"<title>{title}</title></path>")
     for n in plan.nodes:
         box = boxes[n.name]
         title = html.escape(f"{n.name} {caption(n)} {n.loopback4 or ''} {n.loopback6 or ''}")
         parts.append(f'<g class="node"><title>{title}</title><rect x="{box.x - box.width / 2:.0f}" '
                      f'y="{box.y - BOX_H / 2:.0f}" width="{box.width:.0f}" height="{BOX_H}" '
-                     f'rx="6" fill="{plane_colour(box.plane, count, light=True)}" '
-                     f'stroke="{plane_colour(box.plane, count)}"/>'
+                     f'rx="6" fill="{group_colour(box.group, count, light=True)}" '
+                     f'stroke="{group_colour(box.group, count)}"/>'
                      f'<text x="{box.x:.0f}" y="{box.y + 4:.0f}" text-anchor="middle">'
                      f"{html.escape(n.name)}</text></g>")
     parts.append("</svg>")

@@ -14,6 +14,8 @@ def node_status(lab: LabContext, name: str) -> dict[str, Any]:
     return {"node": name, "role": node.role.value if node.role else None, "kind": kind.name,
             "plane": node.plane,
             "asn": node.asn, "loopback4": node.loopback4, "loopback6": node.loopback6,
+            **({"region": node.region} if node.region else {}),
+            **({"building": node.building} if node.building else {}),
             **kind.status(lab, node)}
 
 

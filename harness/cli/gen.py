@@ -23,7 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         for option in options(fabric.params):
             meta = option.metadata
             f.add_argument(f"--{option.name.replace('_', '-')}", dest=option.name,
-                           type=int if hints[option.name] is int else str,
+                           type=hints[option.name] if hints[option.name] in (int, float)
+                           else str,
                            default=option.default, required=meta["required"],
                            choices=meta["choices"] or None, help=meta["help"])
         f.add_argument("-o", "--output", help="write to this file instead of stdout")
