@@ -90,3 +90,14 @@ topology:
     assert "detect-multiplier 5" in render_frr(plan, r2, "/dev/null")
     assert "detect-multiplier 3" in render_frr(plan, r1, "/dev/null")
     assert r1.bfd_offloaded(plan.bfd) and not r2.bfd_offloaded(plan.bfd)
+
+
+def test_bag_switches_advertise_the_paths_they_have_as_link_bandwidth() -> None:
+    """Every session of a BAG switch sends its routes with FRR's num-multipaths link
+    bandwidth; a building's spine sends none (it weights what the BAG switches send)."""
+    plan = augment(load_file(TOPOLOGIES / "bag-mini.yml"))
+    bag = render_frr(plan, plan.node("r1-bag1"), "/dev/null")
+    assert "set extcommunity bandwidth num-multipaths" in bag
+    sessions = plan.sessions_of("r1-bag1")
+    assert bag.count("route-map LINK-BANDWIDTH out") == 2 * len(sessions)  # IPv4 and IPv6
+    assert "LINK-BANDWIDTH" not in render_frr(plan, plan.node("r1b1-spine1"), "/dev/null")
