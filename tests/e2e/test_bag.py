@@ -4,13 +4,18 @@ and a ping across regions takes at least the light's time in the fibre of its pa
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
+import sys
 from collections.abc import Iterator
 
 import pytest
 
+from harness.converge import poll_until
 from harness.lab import Lab
+from harness.runtime.node import HASH_SEED
+from harness.sai.kernel import SAI_TABLE
 from harness.status import lab_status
 from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
@@ -21,6 +26,21 @@ from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.e2e
 PINGS = 20
+# Distinct source ports; about half reach r1-bag1, where a third of 4,096 flows has a
+# sampling error of 0.7 points: the issue's 10% of a third (3.3 points) is over 4 of it.
+FLOWS = 8192
+# Sends one UDP datagram from each of FLOWS source ports to the host's loopback (nothing
+# listens: the switches forward it all the same, hashing each flow on its ports).
+SPRAY = """
+import socket, sys
+dst, flows = sys.argv[1], int(sys.argv[2])
+for sport in range(20000, 20000 + flows):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("", sport))
+    for _ in range(2):
+        s.sendto(b"x" * 64, (dst, 9))
+    s.close()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +90,73 @@ def test_inspect_places_every_node_and_bag_sessions_are_ebgp_across_regions(bag:
     assert across and all(s.local_asn != s.peer_asn for s in across)
     assert all(set(bag.frr(n).bgp_peer_states().values()) == {"Established"}
                for n in ("r1-bag1", "r2-bag2"))
+
+
+def tx_packets(lab: Lab, node: str) -> dict[str, int]:
+    out = lab.node(node).cmd("ip", "-s", "-j", "link", check=True).stdout
+    return {link["ifname"]: link["stats64"]["tx"]["packets"] for link in json.loads(out)}
+
+
+def split_towards(lab: Lab, node: str, peers: tuple[str, str]) -> float:
+    """The share of FLOWS flows r1b1-host1 -> r2b2-host1 that `node` sends to peers[0],
+    of what it sends to either (its egress counters, bundle members summed)."""
+    ports = {peer: [i.name for i in lab.plan.node(node).interfaces if i.peer.node == peer]
+             for peer in peers}
+    before = tx_packets(lab, node)
+    lab.node("r1b1-host1").cmd(sys.executable, "-c", SPRAY,
+                               lab.plan.node("r2b2-host1").loopback4 or "", str(FLOWS),
+                               check=True, timeout=120)
+    after = tx_packets(lab, node)
+    sent = {peer: sum(after[p] - before[p] for p in names) for peer, names in ports.items()}
+    return sent[peers[0]] / sum(sent.values())
+
+
+def test_link_bandwidth_weights_the_paths_by_the_capacity_up_behind_them(bag: Lab) -> None:
+    """One of r2-bag1's two members to building r2b2 goes down: r2-bag1 now advertises r2b2's
+    prefixes with 1 path of link bandwidth, r2-bag2 with 2, and r1-bag1 sends a third of the
+    flows to r2-bag1 where it sent half (plain ECMP over its four sessions would keep half).
+    The member back, the split is even again."""
+    seeds = {bag.node(n).cmd("sysctl", "-n", HASH_SEED).stdout for n in ("r1b1-spine1",
+                                                                         "r1-bag1")}
+    assert len(seeds) == 2, seeds  # a shared seed polarizes the tiers (runtime/node.py)
+    peers = ("r2-bag1", "r2-bag2")
+    even = split_towards(bag, "r1-bag1", peers)
+    assert abs(even - 0.5) <= 0.1 * 0.5, even
+    member = next(i.name for i in bag.plan.node("r2-bag1").interfaces
+                  if i.peer.node == "r2b2-spine1")
+    bag.node("r2-bag1").cmd("ip", "link", "set", member, "down", check=True)
+    try:
+        wait_for_weights(bag, "r1-bag1", expected=(1, 1, 2, 2))
+        weighted = split_towards(bag, "r1-bag1", peers)
+        assert abs(weighted - 1 / 3) <= 0.1 * (1 / 3), weighted
+    finally:
+        bag.node("r2-bag1").cmd("ip", "link", "set", member, "up", check=True)
+    wait_for_weights(bag, "r1-bag1", expected=(1, 1, 1, 1))
+    assert abs(split_towards(bag, "r1-bag1", peers) - 0.5) <= 0.1 * 0.5
+
+
+def group_weights(lab: Lab, node: str, prefix: str) -> list[int]:
+    """The weights of the kernel nexthop group the SAI agent programmed for `prefix`."""
+    route = lab.node(node).cmd("ip", "route", "show", "table", str(SAI_TABLE), prefix).stdout
+    found = re.search(r"nhid (\d+)", route)
+    if not found:
+        return []
+    group = lab.node(node).cmd("ip", "nexthop", "show", "id", found[1]).stdout
+    members = re.search(r"group (\S+)", group)
+    return [int(m.split(",")[1]) if "," in m else 1 for m in members[1].split("/")] \
+        if members else []
+
+
+def wait_for_weights(lab: Lab, node: str, expected: tuple[int, ...]) -> None:
+    """Until the kernel's group for r2b2-host1 weighs its members as `expected` (zebra gives
+    whole percentages: 17/17/33/33 is 1:1:2:2)."""
+    prefix = f"{lab.plan.node('r2b2-host1').loopback4}/32"
+    seen: list[list[int]] = []
+
+    def ratio() -> list[str]:
+        weights = group_weights(lab, node, prefix)
+        seen.append(weights)
+        if weights and tuple(sorted(round(w / min(weights)) for w in weights)) == expected:
+            return []
+        return [f"weights {weights}"]
+    poll_until(ratio, 30, lambda left: AssertionError(f"{node}: {seen[-3:]} not {expected}"))
