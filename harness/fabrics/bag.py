@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.errors import FabricLabError
 from harness.fabrics.base import Fabric, param
-from harness.topology.schema import Kind
+from harness.topology.schema import Damping, Kind
 
 FABRICS = ("dsf", "nsf")  # DSF-like 2-tier, NSF-like 3-tier building fabrics
 SWITCH_KINDS = (Kind.sai.value, Kind.frr.value)
@@ -143,7 +143,7 @@ def generate(p: BagParams) -> dict[str, Any]:
             for j in range(p.bags_per_region):
                 for _ in range(p.bundle):
                     cabling.join(bag_name(r1, i), bag_name(r2, j), distance_km=p.region_km)
-    return {"name": p.lab_name, "bgp": {"bfd": dict(BFD)},
+    return {"name": p.lab_name, "bgp": {"bfd": dict(BFD), "damping": Damping().model_dump()},
             "topology": {"defaults": {"kind": "frr"}, "nodes": nodes, "links": cabling.links}}
 
 

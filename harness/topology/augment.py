@@ -179,6 +179,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         name=name or spec.name, source=str(Path(src.file).absolute()),
         keepalive=keepalive, hold=hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
+        damping=spec.bgp.damping,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
                     offload=bfd.offload)

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.topology.binds import Bind
-from harness.topology.schema import Kind, NodeBfd, Role
+from harness.topology.schema import Damping, Kind, NodeBfd, Role
 
 
 class _Plain(BaseModel):
@@ -160,6 +160,7 @@ class LabPlan(_Plain):
     keepalive: int
     hold: int
     bfd: BfdPlan | None = None
+    damping: Damping | None = None  # on the BAG switches (topology/schema.py says why there)
     probes: ProbePlan | None = None
     nodes: list[NodePlan]
     links: list[LinkPlan]

@@ -23,7 +23,14 @@ from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    create_model,
+    model_validator,
+)
 
 from harness.paths import LAB_NAME_MAX, LAB_NAME_PATTERN
 from harness.topology.units import parse_duration_us, parse_percent, parse_rate_bps
@@ -217,6 +224,28 @@ class Bfd(_Strict):
         "per tick for all sessions) rather than in bfdd's own packet loop (a wake-up per packet)")
 
 
+class Damping(_Strict):
+    """Route-flap damping (RFC 2439) on the BAG switches, where the long-haul sessions end:
+    each flap of a route adds 1000 to its penalty, which halves every `half_life`; past
+    `suppress` the route is not used or passed on until the penalty decays below `reuse`, and
+    never longer than `max_suppress`. The defaults are RFC 2439's. RFC 7196 raises suppress to
+    6000 for Internet routes, whose updates churn with path exploration; in this fabric (one
+    session per link, under BFD) a withdrawal means a link went down, and the third within a
+    half-life marks it flapping. FRR 8.4 damps per address family, not per session: on a BAG
+    switch, all it learns."""
+
+    half_life: int = Field(15, ge=1, le=45, description="minutes")
+    reuse: int = Field(750, ge=1, le=20_000)
+    suppress: int = Field(2000, ge=1, le=20_000)
+    max_suppress: int = Field(60, ge=1, le=255, description="minutes")
+
+    @model_validator(mode="after")
+    def _suppress_above_reuse(self) -> Damping:
+        if self.suppress <= self.reuse:
+            raise ValueError(f"suppress ({self.suppress}) must be above reuse ({self.reuse})")
+        return self
+
+
 class BgpSettings(_Strict):
     """eBGP on every link (RFC 7938); timers are short because labs are for failing."""
 
@@ -230,6 +259,7 @@ class BgpSettings(_Strict):
         200, ge=10, description="keepalives per second of the whole lab at most while BFD "
         "watches every session: a bigger lab sends them less often (printed at deploy)")
     bfd: Bfd | None = None
+    damping: Damping | None = Field(None, description="route-flap damping on BAG switches")
 
 
 class Probes(_Strict):
