@@ -195,13 +195,19 @@ def _check_values(entry: Entry) -> tuple[str | None, str] | None:
     return None if status.ok else (None, str(result))
 
 
-def read(path: Path, bound: set[str]) -> dict[str, Entry]:
-    """The document at `path`; none there is an empty one."""
+def read(path: Path, bound: set[str]) -> tuple[dict[str, Entry], str]:
+    """The document at `path` and its text; none there is an empty one."""
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return {}
-    return parse(text, str(path), bound)
+        return {}, "{}"
+    return parse(text, str(path), bound), text
+
+
+def applied_path(path: Path) -> Path:
+    """Where the agent keeps the last document it applied: a switch OS's saved config, which
+    it falls back to when the one on disk is refused at start."""
+    return path.with_name(path.stem + ".applied.json")
 
 
 # -- applying it ------------------------------------------------------------------------------
@@ -224,8 +230,9 @@ class ConfigOrch:
     def claim(self, entries: dict[str, Entry]) -> set[int]:
         """Take back, by content, the next hops and groups a warm start read from the kernel,
         before the route orchestrator adopts the rest. A group looks like any other, so it is
-        claimed only through a configured route still pointing at it (which also picks the
-        right one of two alike next hops, the configuration's and zebra's). Returns them."""
+        claimed only through a configured route still pointing at it, which also picks the
+        right one of two alike next hops, the configuration's and zebra's; without such a
+        route only a next hop nothing uses is taken. Returns them."""
         hints: dict[str, int] = {}
         for entry in entries.values():
             target = entry.attrs.get("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID")
@@ -236,15 +243,17 @@ class ConfigOrch:
         for key, entry in entries.items():
             if entry.kind not in IN_KERNEL:
                 continue
-            attrs = self._resolve(entry, {**self.bound, **self.refs})
+            attrs = self.resolve(entry, {**self.bound, **self.refs})
             if attrs is None:
                 continue
             status, want = build(entry.kind, attrs)
             alike = [oid for oid, record in self.sai.objects(entry.kind).items()
                      if record == want and oid not in claimed]
             hint = hints.get(key)
+            # Unhinted, only what nothing uses: a next hop alike in content may be zebra's,
+            # in its groups, and taking it would take it from them.
             pick = hint if hint in alike else None if entry.kind is T.NEXT_HOP_GROUP else \
-                next(iter(alike), None)
+                next((oid for oid in alike if not self.sai.refcount(oid)), None)
             if status.ok and pick is not None:
                 self.refs[key], self.applied[key] = pick, entry
                 claimed.add(pick)  # type: ignore[arg-type]
@@ -263,7 +272,7 @@ class ConfigOrch:
             run.remove(key, old, "the object it replaced")
         return run.changes
 
-    def _resolve(self, entry: Entry, refs: dict[str, Ref]) -> dict[str, Any] | None:
+    def resolve(self, entry: Entry, refs: dict[str, Ref]) -> dict[str, Any] | None:
         """Attributes with references made object ids; None if one points at nothing yet."""
         attrs = dict(entry.attrs)
         for name, target in entry.references.items():
@@ -289,11 +298,11 @@ class _Run:
         ok = status is None or status.ok
         self.changes.append(Change(action, key, detail, "" if status is None else str(status)))
         if status is not None and not ok:
-            self.orch.failed[key] = f"{action} {detail}: {status}".replace("  ", " ")
+            self.orch.failed[key] = f"{' '.join(filter(None, (action, detail)))}: {status}"
         return ok
 
     def reach(self, key: str, entry: Entry) -> None:
-        attrs = self.orch._resolve(entry, self.live)
+        attrs = self.orch.resolve(entry, self.live)
         if attrs is None:
             missing = [t for t in entry.references.values() if t not in self.live]
             self.orch.failed[key] = f"points at {', '.join(missing)}, which could not be made"

@@ -26,12 +26,15 @@ from typing import Any
 
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
+from harness.agent import cable
+from harness.agent.buffers import BufferOrch
 from harness.agent.client import CONFIG_FILE, SOCKET_NAME
-from harness.agent.config import Change, ConfigError, ConfigOrch, Entry, read
+from harness.agent.config import Change, ConfigError, ConfigOrch, Entry, applied_path, read
 from harness.agent.control import answer
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.agent.orch import RouteOrch
+from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
 from harness.sai.capacity import PROFILES, CapacityProfile
 from harness.sai.kernel import SAI_TABLE, KernelBackend
@@ -66,6 +69,7 @@ class Agent:
         self.config = ConfigOrch(self.sai, self.orch,
                                  bound={"VIRTUAL_ROUTER|default": self.sai.default_vr})
         self.config_error: str | None = None  # the document on disk could not be applied
+        self.buffers = BufferOrch(self.sai, node_dir)
         self.port_names: dict[int, str] = {}
         self.fpm: socket.socket | None = None
         self.reader = FpmReader()
@@ -117,31 +121,64 @@ class Agent:
         claimed = self.config.claim(entries)
         self.orch.adopt(foreign=claimed)
         changes = self.config.apply(entries)
+        self.buffers.restore(self.ports_by_name)
         self.log.info("booted: %d ports, %d objects read back from the kernel (%d routes, %d "
                       "claimed by the configuration), %d configuration changes",
                       len(self.port_names), adopted, len(self.orch.programmed), len(claimed),
                       len(changes))
 
+    @property
+    def ports_by_name(self) -> dict[str, int]:
+        return {name: oid for oid, name in self.port_names.items()}
+
+    # -- cable length and the lossless class's headroom ----------------------------------
+
+    def measure_cables(self, ports: list[str]) -> list[dict[str, Any]]:
+        """Each of `ports` measured to the agent at its far end, and its headroom set from
+        it (agent/cable.py, agent/buffers.py); one that nothing answers on is said so."""
+        by_name, rows = self.ports_by_name, []
+        with netlink(None) as ip:
+            addresses = {a["index"]: f"{a.get_attr('IFA_ADDRESS')}/{a['prefixlen']}"
+                         for a in ip.get_addr(family=socket.AF_INET)}
+        for name in ports:
+            oid = by_name.get(name)
+            lane = self.sai.record(oid).hw_lane_list[0] if oid else None  # type: ignore[union-attr]
+            if lane not in addresses:
+                raise ValueError(f"{name}: no such port with an IPv4 /31 on this switch")
+            found = cable.measure(name, addresses[lane])
+            rows.append(self.buffers.apply(found, oid) if found else  # type: ignore[arg-type]
+                        {"port": name, "answered": 0, "status": "no agent answered"})
+        return rows
+
     # -- configuration channel ------------------------------------------------------------
 
     def _read_config(self) -> dict[str, Entry]:
-        """The document on disk; at boot a bad one is logged and kept as the node's degraded
-        reason (routes still flow), where `apply` refuses it to the caller."""
+        """The document on disk; at boot a bad one is logged, kept as the node's degraded
+        reason, and the last document applied serves instead (routes still flow, nothing
+        configured is lost), where `apply` refuses it to the caller."""
         try:
-            entries = read(self.config_path, set(self.config.bound))
+            entries, text = read(self.config_path, set(self.config.bound))
         except ConfigError as exc:
-            self.log.error("configuration not applied: %s", exc)
+            self.log.error("configuration refused, the last applied kept: %s", exc)
             self.config_error = str(exc)
-            return dict(self.config.applied)
+            return read(applied_path(self.config_path), set(self.config.bound))[0]
         self.config_error = None
+        self._keep_applied(text)
         return entries
+
+    def _keep_applied(self, text: str) -> None:
+        path = applied_path(self.config_path)
+        tmp = path.with_suffix(f".{os.getpid()}")
+        tmp.write_text(text)
+        tmp.rename(path)
 
     def apply_config(self, dry_run: bool) -> list[Change]:
         """`labctl sai NODE apply`: the document on disk, diffed against the switch."""
-        entries = read(self.config_path, set(self.config.bound))  # ConfigError: to the caller
+        entries, text = read(self.config_path, set(self.config.bound))  # ConfigError: raised
         changes = self.config.apply(entries, dry_run=dry_run)
         if not dry_run:
             self.config_error = None
+            self._keep_applied(text)
             for change in changes:
                 self.log.info("configuration: %s", change)
         return changes
@@ -239,6 +276,9 @@ class Agent:
             "sai_calls": self.sai.trace.calls, "sai_failures": self.sai.trace.failures,
             "faults": faults, "capacity": self.sai.capacity.as_dict(),
             "routes_overridden": self.orch.overridden, "config": self.config.status(),
+            "lossless_headroom": {name: m.headroom(self.sai.record(  # type: ignore[union-attr]
+                self.ports_by_name[name]).speed * 1_000_000).bytes
+                for name, m in self.buffers.measured.items()},
             "port_speeds": {name: self.sai.record(oid).speed  # type: ignore[union-attr]
                             for oid, name in self.port_names.items()},
             "state": "degraded" if reasons else "running", "reasons": reasons}
@@ -258,6 +298,8 @@ class Agent:
         control.listen(8)
         selector.register(listener, selectors.EVENT_READ, "listener")
         selector.register(control, selectors.EVENT_READ, "control")
+        reflector = cable.reflector()
+        selector.register(reflector, selectors.EVENT_READ, "cable")
         self.log.info("listening for zebra on 127.0.0.1:%d, control on %s", self.port,
                       control_path)
         next_tick = time.monotonic() + RETRY_S
@@ -273,6 +315,8 @@ class Agent:
                     self.accept(listener, selector)
                 elif key.data == "fpm":
                     self.read_fpm(selector)
+                elif key.data == "cable":
+                    cable.reflect(reflector)
                 else:
                     self.serve_control(control)
             if time.monotonic() >= next_tick:

@@ -368,8 +368,9 @@ class RouteOrch:
         or collect; a route to one is ("config", oid) until the configuration pins it."""
         hops = {oid: (str(r.ip), r.router_interface_id)
                 for oid, r in self.sai.objects(T.NEXT_HOP).items()
-                if isinstance(r, NextHop) and r.ip is not None and oid not in foreign}
-        self.next_hops = {key: oid for oid, key in hops.items()}  # type: ignore[misc]
+                if isinstance(r, NextHop) and r.ip is not None}
+        self.next_hops = {key: oid for oid, key in hops.items()  # type: ignore[misc]
+                          if oid not in foreign}
         for group in self.sai.objects(T.NEXT_HOP_GROUP):
             if group in foreign:
                 continue

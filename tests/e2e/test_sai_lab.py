@@ -291,6 +291,12 @@ def test_the_configuration_channel_reaches_the_kernel_and_survives_a_restart(lab
         refused = labctl("sai", f"{NAME}/leaf1", "apply")
         assert refused.returncode != 0 and f"{path}:2: QOS_MAP|x" in refused.stderr, refused
         assert agent(lab, "leaf1")["config"]["objects"] == 6
+        # a restart with the bad document on disk keeps what was applied last, and says so
+        assert labctl("sai", f"{NAME}/leaf1", "restart").returncode == 0
+        status = agent(lab, "leaf1")
+        assert status["config"]["objects"] == 6, status["config"]
+        assert "configuration document refused (see agent.log)" in status["reasons"], status
+        assert status["port_speeds"]["eth1"] == 400_000
     finally:
         path.write_text(rendered)
         assert labctl("sai", f"{NAME}/leaf1", "apply").returncode == 0

@@ -288,7 +288,7 @@ def test_a_bad_document_is_refused_whole_naming_line_key_and_fix(
 
 
 def test_no_document_is_an_empty_one(tmp_path: Path) -> None:
-    assert read(tmp_path / "absent.json", set()) == {}
+    assert read(tmp_path / "absent.json", set()) == ({}, "{}")
 
 
 def test_a_refused_document_changes_nothing(switch) -> None:
@@ -298,3 +298,19 @@ def test_a_refused_document_changes_nothing(switch) -> None:
         switch.apply({**DOCUMENT, "QOS_MAP|rdma": {"SAI_QOS_MAP_ATTR_TYPE": "bogus"}})
     assert len(switch.backend.calls) == calls
     assert str(ip_address("10.1.0.1")) == switch.next_hop_ip("10.99.0.0/24")
+
+
+def test_a_restart_never_claims_a_next_hop_zebra_uses_for_one_no_route_names(switch) -> None:
+    """The document declares a next hop alike to one in zebra's ECMP group, and no route
+    uses it (the route was dropped): after a restart the configuration must not take
+    zebra's, which its group still uses; it makes its own."""
+    ecmp(switch.routes, route("10.0.0.4/32", 3))  # zebra's group holds 10.1.0.1 on eth1
+    only_hop = {"NEXT_HOP|te": VIA_ETH1}
+    switch.apply(only_hop)
+    fresh = Switch(switch.discovery())
+    fresh.boot(only_hop)
+    mine = fresh.config.refs["NEXT_HOP|te"]
+    group = next(iter(fresh.sai.objects(T.NEXT_HOP_GROUP)))
+    members = {m.next_hop_id for m in fresh.sai.members(group).values()}  # type: ignore[arg-type]
+    assert mine not in members
+    assert set(fresh.routes.next_hops.values()) & members == members
