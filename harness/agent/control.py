@@ -1,9 +1,10 @@
 """The agent's control socket: one JSON request per connection, one JSON answer.
 
 `labctl sai` and `labctl inspect` talk to it (harness/agent/client.py). Requests: {"cmd":
-"status" | "dump" | "counters" | "trace" | "fault" | "apply" | "config", ...}; `apply` makes
-the switch hold its configuration document (agent/config.py), `"dry_run": true` only says
-what that would change. The socket lives in the node
+"status" | "dump" | "counters" | "trace" | "fault" | "apply" | "config" | "cable", ...};
+`apply` makes the switch hold its configuration document (agent/config.py), `"dry_run":
+true` only says what that would change; `cable` measures "ports" to the agents at their far
+ends and sets their lossless headroom from it (agent/cable.py). The socket lives in the node
 directory (`sai.sock`), so reaching it needs no namespace switch.
 """
 
@@ -93,6 +94,8 @@ def handle(agent: Agent, request: dict[str, Any]) -> Any:
     if cmd == "apply":
         changes = agent.apply_config(bool(request.get("dry_run")))
         return {"changes": [str(c) for c in changes], "failed": dict(agent.config.failed)}
+    if cmd == "cable":
+        return agent.measure_cables(list(request["ports"]))
     if cmd == "config":
         return {"file": str(agent.config_path), "error": agent.config_error,
                 "objects": {key: _plain(ref) if isinstance(ref, int) else str(ref)

@@ -298,7 +298,7 @@ class Agent:
         control.listen(8)
         selector.register(listener, selectors.EVENT_READ, "listener")
         selector.register(control, selectors.EVENT_READ, "control")
-        reflector = cable.reflector()
+        reflector = cable.Reflector()
         selector.register(reflector, selectors.EVENT_READ, "cable")
         self.log.info("listening for zebra on 127.0.0.1:%d, control on %s", self.port,
                       control_path)
@@ -316,7 +316,7 @@ class Agent:
                 elif key.data == "fpm":
                     self.read_fpm(selector)
                 elif key.data == "cable":
-                    cable.reflect(reflector)
+                    reflector.reflect()
                 else:
                     self.serve_control(control)
             if time.monotonic() >= next_tick:

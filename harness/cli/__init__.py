@@ -11,11 +11,22 @@ from types import FrameType
 
 from rich.markup import escape
 
-from harness.cli import access, doctor, export, gen, graph, inspect, lifecycle, netem, sai
+from harness.cli import (
+    access,
+    doctor,
+    export,
+    gen,
+    graph,
+    headroom,
+    inspect,
+    lifecycle,
+    netem,
+    sai,
+)
 from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, netem, sai, gen)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, netem, sai, headroom, gen)
 console = make_console(stderr=True)
 
 

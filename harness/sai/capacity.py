@@ -25,6 +25,9 @@ class CapacityProfile:
     my_sids: int = 16_384
     sid_lists: int = 16_384
     port_speed: int = 100_000  # Mb/s of a port the topology gives no `bandwidth`
+    # Bytes of packet buffer: deep, as the chassis switches that carry long-haul lossless
+    # traffic have (HBM); 400 km at 400G alone needs ~196 MB of PFC headroom per port.
+    buffer_bytes: int = 8 << 30
 
     def limit(self, kind: ObjectType) -> int | None:
         field = _TABLE_OF.get(kind)
@@ -49,4 +52,5 @@ TABLES = {field: kind for kind, field in _TABLE_OF.items()}
 PROFILES = {"linux": CapacityProfile(),
             "small": CapacityProfile(name="small", routes=16_384, next_hops=4_096,
                                      next_hop_groups=512, next_hop_group_members=4_096,
-                                     neighbors=4_096, my_sids=256, sid_lists=256)}
+                                     neighbors=4_096, my_sids=256, sid_lists=256,
+                                     buffer_bytes=64 << 20)}

@@ -7,14 +7,20 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from harness.agent.cable import PROBES
+from harness.agent.client import ask
+from harness.cli.headroom import measure as measure_cables
 from harness.converge import poll_until
 from harness.lab import Lab
+from harness.links import impair
 from harness.runtime.node import HASH_SEED
 from harness.sai.kernel import SAI_TABLE
 from harness.status import lab_status
@@ -22,6 +28,7 @@ from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.fibre import one_way_delay_us
 from harness.topology.loader import load_file
+from harness.topology.plan import Endpoint, Impairment
 from harness.topology.schema import Role
 from tests.conftest import TOPOLOGIES
 
@@ -162,6 +169,81 @@ def wait_for_weights(lab: Lab, node: str, expected: tuple[int, ...]) -> None:
             return []
         return [f"weights {weights}"]
     poll_until(ratio, 30, lambda left: AssertionError(f"{node}: {seen[-3:]} not {expected}"))
+
+
+def cables(lab: Lab, node: str) -> dict[str, dict]:
+    return {r["port"]: r for r in measure_cables(lab) if r["node"] == node}
+
+
+def test_switches_measure_their_cables_and_size_headroom_from_them(bag: Lab) -> None:
+    """r1-bag1 measures each long-haul port to the agent at its far end (kernel stamps both
+    ends, the reflector's residence taken out). Physics bounds it: never less than the
+    fibre's delay, and no more than that plus what the two impairment engines carrying the
+    probes say their frames left late (on this VM tens of microseconds a crossing, so a 2 km
+    cable reads long). Headroom grows with the length, provisioning every port for the
+    longest would reserve several times more, a link made longer live is measured so next
+    time, and a warm restart keeps the profiles set."""
+    rows = cables(bag, "r1-bag1")
+    assert len(rows) == 8, rows  # 2 + 2 bundle members to r1's buildings, 4 to r2's BAG
+    late = {str(row.endpoint): row.counters.get("late_max_us", 0.0)
+            for row in impair.show(bag)}
+    for port, row in rows.items():
+        far = next(i.peer for i in bag.plan.node("r1-bag1").interfaces if i.name == port)
+        fibre_us = one_way_delay_us(row["configured_km"])
+        engines_us = (late[f"r1-bag1:{port}"] + late[str(far)]) / 2
+        print(f"{port} {row['configured_km']:g} km: measured {row['km']:g} km "
+              f"({row['one_way_us']:.1f} us one way; fibre {fibre_us:.1f} us, the engines' "
+              f"worst lateness {engines_us:.1f} us a crossing)")
+        assert row["answered"] >= PROBES - 2, row
+        assert fibre_us - 1 <= row["one_way_us"] <= fibre_us + engines_us + 1, row
+    by_km = {km: [r["headroom_bytes"] for r in rows.values() if r["configured_km"] == km]
+             for km in (2, 40, 400)}
+    assert max(by_km[2]) < min(by_km[40]) and max(by_km[40]) < min(by_km[400]), by_km
+    worst = sum(r["worst_case_bytes"] for r in rows.values())
+    used = sum(r["headroom_bytes"] for r in rows.values())
+    print(f"headroom from the measurements {used / 1e6:.1f} MB; every port provisioned for "
+          f"{max(r['configured_km'] for r in rows.values()):g} km: {worst / 1e6:.1f} MB "
+          f"({worst / used:.2f}x)")
+    assert worst > used  # every port shorter than the longest cable reserves less
+    dump = agent_dump(bag, "r1-bag1", "BUFFER_PROFILE")
+    assert sorted(p["SAI_BUFFER_PROFILE_ATTR_XOFF_TH"] for p in dump) == sorted(
+        r["headroom_bytes"] for r in rows.values())
+
+    port = next(name for name, r in rows.items() if r["configured_km"] == 40)
+    far = next(i.peer for i in bag.plan.node("r1-bag1").interfaces if i.name == port)
+    longer = Impairment(delay_us=one_way_delay_us(100))
+    for end in (Endpoint(node="r1-bag1", iface=port), far):
+        impair.apply(bag, end, longer)
+    try:
+        row = cables(bag, "r1-bag1")[port]
+        late = {str(r.endpoint): r.counters.get("late_max_us", 0.0) for r in impair.show(bag)}
+        engines_us = (late[f"r1-bag1:{port}"] + late[str(far)]) / 2
+        grew = row["one_way_us"] - rows[port]["one_way_us"]  # 60 km more fibre: 294 us
+        assert one_way_delay_us(100) - 1 <= row["one_way_us"], row
+        assert abs(grew - one_way_delay_us(60)) <= engines_us + 1, (grew, engines_us)
+    finally:
+        original = Impairment(delay_us=one_way_delay_us(40))
+        for end in (Endpoint(node="r1-bag1", iface=port), far):
+            impair.apply(bag, end, original)
+    set_now = agent(bag, "r1-bag1")["lossless_headroom"]
+    assert labctl_sai(bag, "r1-bag1", "restart").returncode == 0
+    assert agent(bag, "r1-bag1")["lossless_headroom"] == set_now
+    assert len(agent_dump(bag, "r1-bag1", "BUFFER_PROFILE")) == 8
+
+
+def agent(lab: Lab, node: str) -> dict:
+    return ask(lab.frr(node).workdir, {"cmd": "status"})
+
+
+def agent_dump(lab: Lab, node: str, kind: str) -> list[dict]:
+    return ask(lab.frr(node).workdir, {"cmd": "dump", "types": [kind]}).get(
+        f"SAI_OBJECT_TYPE_{kind}", [])
+
+
+def labctl_sai(lab: Lab, node: str, action: str) -> subprocess.CompletedProcess[str]:
+    labctl = Path(sys.executable).with_name("labctl")
+    return subprocess.run([str(labctl), "sai", f"{lab.plan.name}/{node}", action],
+                          capture_output=True, text=True, timeout=120)
 
 
 def updates_received(lab: Lab, node: str) -> int:
