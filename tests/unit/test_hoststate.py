@@ -30,7 +30,7 @@ def test_another_programs_tmp_entries_are_not_the_labs() -> None:
 
 def test_a_labs_own_tmp_entries_and_mininets_cleanup_are() -> None:
     after = tmp_after({"fl-bfd.sock": "srwxr-xr-x 0 1", "frr_leaf1": "dir",
-                       "mininet.run": "-rw 1 1", "build.log": None})  # the last: `mn -c`
+                       "mininet.run": "-rw 1 1", "build.log": None})  # the last: Mininet's cleanup
     assert sorted(line.split(":")[0] for line in differences(BEFORE, after)) == [
         "tmp build.log", "tmp fl-bfd.sock", "tmp frr_leaf1", "tmp mininet.run"]
 
