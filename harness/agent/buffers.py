@@ -9,12 +9,12 @@ without measuring again; a new measurement moves a port's headroom with one SAI 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.agent.cable import Measurement
+from harness.linux.files import replace_file
 from harness.sai.status import Status
 from harness.sai.switch import SaiSwitch
 from harness.sai.types import ObjectType
@@ -84,7 +84,5 @@ class BufferOrch:
         return status
 
     def _keep(self) -> None:
-        path = self.node_dir / STATE_FILE
-        tmp = path.with_suffix(f".{os.getpid()}")
-        tmp.write_text(json.dumps([asdict(m) for m in self.measured.values()]))
-        tmp.rename(path)
+        replace_file(self.node_dir / STATE_FILE,
+                     json.dumps([asdict(m) for m in self.measured.values()]))

@@ -34,6 +34,7 @@ from harness.agent.control import answer
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.agent.orch import RouteOrch
+from harness.linux.files import replace_file
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
 from harness.sai.capacity import PROFILES, CapacityProfile
@@ -167,10 +168,7 @@ class Agent:
         return entries
 
     def _keep_applied(self, text: str) -> None:
-        path = applied_path(self.config_path)
-        tmp = path.with_suffix(f".{os.getpid()}")
-        tmp.write_text(text)
-        tmp.rename(path)
+        replace_file(applied_path(self.config_path), text)
 
     def apply_config(self, dry_run: bool) -> list[Change]:
         """`labctl sai NODE apply`: the document on disk, diffed against the switch."""
@@ -248,6 +246,8 @@ class Agent:
 
     def status(self) -> dict[str, Any]:
         faults = self.sai.faults.as_dict()
+        speeds = {name: self.sai.record(oid).speed  # type: ignore[union-attr]
+                  for oid, name in self.port_names.items()}
         reasons = []
         if self.fpm is None:
             reasons.append("zebra is not connected over FPM")
@@ -276,11 +276,9 @@ class Agent:
             "sai_calls": self.sai.trace.calls, "sai_failures": self.sai.trace.failures,
             "faults": faults, "capacity": self.sai.capacity.as_dict(),
             "routes_overridden": self.orch.overridden, "config": self.config.status(),
-            "lossless_headroom": {name: m.headroom(self.sai.record(  # type: ignore[union-attr]
-                self.ports_by_name[name]).speed * 1_000_000).bytes
-                for name, m in self.buffers.measured.items()},
-            "port_speeds": {name: self.sai.record(oid).speed  # type: ignore[union-attr]
-                            for oid, name in self.port_names.items()},
+            "lossless_headroom": {name: m.headroom(speeds[name] * 1_000_000).bytes
+                                  for name, m in self.buffers.measured.items()},
+            "port_speeds": speeds,
             "state": "degraded" if reasons else "running", "reasons": reasons}
 
     # -- loop -----------------------------------------------------------------------------

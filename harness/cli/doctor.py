@@ -18,7 +18,7 @@ from rich.table import Table
 
 from harness.build import REPO
 from harness.cli.console import make_console
-from harness.kernel import features, has, neighbour_room, tools
+from harness.kernel import Tool, features, has, neighbour_room, tools
 from harness.links.impair.backend import describe_path
 from harness.linux import ksm
 from harness.topology.augment import augment
@@ -58,10 +58,10 @@ def memory_sharing() -> str:
         "nodes or more whose nodes would take over a quarter of the memory available)")
 
 
-def verdicts() -> list[Verdict]:
-    """One per shipped topology, the default lab first."""
-    found = {t.name for t in tools() if t.path}
-    host = Host(feature=has, tool=found.__contains__, available_mib=ksm.mem_available_mib(),
+def verdicts(found: list[Tool]) -> list[Verdict]:
+    """One per shipped topology, the default lab first, on a host with the tools `found`."""
+    installed = {t.name for t in found if t.path}
+    host = Host(feature=has, tool=installed.__contains__, available_mib=ksm.mem_available_mib(),
                 can_share_memory=ksm.unsupported() is None, neighbour_problem=neighbour_room)
     files = sorted(TOPOLOGIES.glob("*.yml"), key=lambda f: (f.name != DEFAULT_LAB, f.name))
     return [verdict(f.name, augment(load_file(f)), host) for f in files]
@@ -70,7 +70,8 @@ def verdicts() -> list[Verdict]:
 def doctor(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         return unprivileged(args)
-    feats, found, judged = features(), tools(), verdicts()
+    feats, found = features(), tools()
+    judged = verdicts(found)
     ready = judged[0].ready
     if args.json:
         print(json.dumps({"kernel": platform.release(), "features": [asdict(f) for f in feats],
@@ -116,7 +117,7 @@ def unprivileged(args: argparse.Namespace) -> int:
     return 1
 
 
-def print_tools(found: list) -> None:
+def print_tools(found: list[Tool]) -> None:
     table = Table(title="tools")
     for column in ("tool", "path", "version"):
         table.add_column(column)

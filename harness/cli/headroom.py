@@ -38,10 +38,9 @@ def measure(lab: Lab) -> list[dict[str, Any]]:
     for node in lab.plan.nodes:
         if not isinstance(lab.kind(node.name), SaiKind):
             continue
-        ports = {i.name: lab.plan.link_at(Endpoint(node=node.name, iface=i.name)).distance_km
-                 for i in node.interfaces
-                 if isinstance(lab.kind(i.peer.node), SaiKind)
-                 and lab.plan.link_at(Endpoint(node=node.name, iface=i.name)).distance_km}
+        lengths = {i.name: lab.plan.link_at(Endpoint(node=node.name, iface=i.name)).distance_km
+                   for i in node.interfaces if isinstance(lab.kind(i.peer.node), SaiKind)}
+        ports = {name: km for name, km in lengths.items() if km}
         if not ports:
             continue
         for row in ask(lab.frr(node.name).workdir, {"cmd": "cable", "ports": list(ports)},

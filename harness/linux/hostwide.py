@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.linux.files import replace_file
 
 HOST_DIR = Path("/run/fabric-lab")
 
@@ -48,9 +49,7 @@ def _locked(setting: Setting, where: Path) -> Iterator[tuple[Path, _Record | Non
 
 
 def _write(path: Path, record: _Record) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}")
-    tmp.write_text(json.dumps({"host": record.host, "holders": sorted(set(record.holders))}))
-    tmp.rename(path)
+    replace_file(path, json.dumps({"host": record.host, "holders": sorted(set(record.holders))}))
 
 
 def hold(setting: Setting, holder: str, change: Callable[[], None],

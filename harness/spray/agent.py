@@ -40,6 +40,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
+from harness.linux.files import replace_file
 from harness.linux.libnft import Nft
 from harness.linux.rtnl_batch import split
 from harness.linux.rtnl_channel import Channel
@@ -321,9 +322,7 @@ class Sprayer:
                  "switched_ns": self.switched_ns,
                  "spray": {dst: sorted(h) for dst, h in sorted(self.installed.items())},
                  "routes": {dst: sorted(h) for dst, h in sorted(self.routes.items())}}
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))  # no indent: json.dumps stays in C
-        os.replace(tmp, self.state_file)
+        replace_file(self.state_file, json.dumps(state))  # no indent: json.dumps stays in C
 
     # -- the loop -----------------------------------------------------------------------------
 
