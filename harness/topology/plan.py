@@ -196,6 +196,12 @@ class LabPlan(_Plain):
     def link_at(self, endpoint: Endpoint) -> LinkPlan:
         return self.link_ends[endpoint]
 
+    def links_between_regions(self) -> list[LinkPlan]:
+        """The long-haul links a BAG lab's regions meet over (what crossing BAG means)."""
+        region = {n.name: n.region for n in self.nodes}
+        return [link for link in self.links if region[link.a.node] and region[link.b.node]
+                and region[link.a.node] != region[link.b.node]]
+
     def loopbacks(self) -> dict[str, tuple[str, str]]:
         """Fabric nodes' loopbacks (user-configured nodes have none planned)."""
         return {n.name: (n.loopback4, n.loopback6) for n in self.nodes

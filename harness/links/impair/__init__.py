@@ -14,6 +14,8 @@ egress of both ends, as containerlab and netem do, so its RTT grows by twice the
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -82,6 +84,20 @@ def clear(lab: LabContext, endpoint: Endpoint) -> None:
     if current is not None:
         BACKENDS[current.backend].clear(lab, current)
         states.remove(lab.dir, endpoint)
+
+
+@contextlib.contextmanager
+def temporarily(lab: LabContext, endpoints: Iterable[Endpoint],
+                impairment: Impairment) -> Iterator[None]:
+    """`impairment` on each endpoint for the block; then each back to what its link plans."""
+    ends = list(endpoints)
+    try:
+        for end in ends:
+            apply(lab, end, impairment)
+        yield
+    finally:
+        for end in ends:
+            apply(lab, end, lab.plan.link_at(end).impairment)
 
 
 def clear_all(lab: LabContext) -> list[Endpoint]:

@@ -1,0 +1,117 @@
+"""The all-reduce algorithms against a plain sum, and the rendezvous excluding a killed replica
+(real processes over loopback TCP, no lab)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.traffic.collective import (
+    ALGORITHMS,
+    Member,
+    chunks,
+    contribution,
+    dry_run,
+    run_locally,
+)
+
+
+def all_reduce(algorithm: str, members: list[Member], length: int) -> dict[str, array]:
+    vectors = {m.name: contribution(i, 3, length) for i, m in enumerate(members)}
+    run_locally(algorithm, members, vectors)
+    return vectors
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("groups", [[2], [1, 1], [3, 2], [4, 4], [1, 3, 2]])
+@pytest.mark.parametrize("length", [1, 5, 1000])
+def test_every_replica_ends_with_the_elementwise_sum(algorithm: str, groups: list[int],
+                                                      length: int) -> None:
+    members = [Member(f"g{g}m{i}", f"g{g}") for g, size in enumerate(groups)
+               for i in range(size)]
+    inputs = [list(contribution(i, 3, length)) for i in range(len(members))]
+    total = [sum(column) for column in zip(*inputs, strict=True)]
+    for name, vector in all_reduce(algorithm, members, length).items():
+        assert list(vector) == total, name
+
+
+def test_chunks_cover_the_vector_once_in_order() -> None:
+    for length in range(0, 40):
+        for parts in range(1, 9):
+            cut = chunks(length, parts)
+            assert len(cut) == parts
+            assert [i for s in cut for i in range(length)[s]] == list(range(length))
+            assert max(s.stop - s.start for s in cut) - min(s.stop - s.start for s in cut) <= 1
+
+
+def test_hierarchical_crosses_between_groups_less_often_and_with_fewer_bytes() -> None:
+    """8 members in 2 groups of 4, 1 MiB: the flat ring crosses twice with 2(n-1)/n of the
+    vector each way; the leaders' ring of 2 moves the whole vector once each way."""
+    members = [Member(f"{g}{i}", g) for g in "ab" for i in range(4)]
+    size = 1 << 20
+    ring, hierarchical = dry_run("ring", members, size), dry_run("hierarchical", members, size)
+    assert ring.crossing_bytes() == 2 * 2 * 7 * size // 8
+    assert hierarchical.crossing_bytes() == 2 * size
+    # The last chunk a member receives comes down a chain of 14 hops around a ring of 8 that
+    # crosses twice: up to 4 crossings lie on it. The leaders' ring of 2 has a chain of 2.
+    assert ring.critical_crossings() == 4
+    assert hierarchical.critical_crossings() == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def training(tmp_path: Path) -> Iterator[tuple[Path, dict[str, subprocess.Popen]]]:
+    """A rendezvous and four replicas in two groups on 127.0.0.{2..5}, 40 iterations."""
+    rv_port, port, result = _free_port(), _free_port(), tmp_path / "result.json"
+    python = [sys.executable, "-m"]
+    procs = {"rendezvous": subprocess.Popen([
+        *python, "harness.traffic.rendezvous", "127.0.0.1", str(rv_port), "4", "40", "ring",
+        "20000", "5", str(result)], stdout=subprocess.PIPE, text=True)}
+    assert procs["rendezvous"].stdout and procs["rendezvous"].stdout.readline() == "ready\n"
+    for i in range(4):
+        procs[f"h{i}"] = subprocess.Popen([
+            *python, "harness.traffic.replica", f"h{i}", "ab"[i // 2], str(i),
+            f"127.0.0.{i + 2}", str(port), "127.0.0.1", str(rv_port), "5"])
+    yield result, procs
+    for proc in procs.values():
+        proc.kill()
+        proc.wait()
+
+
+def _record(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def test_a_killed_replica_is_excluded_and_the_survivors_keep_training(training) -> None:
+    result, procs = training
+    deadline = time.monotonic() + 30
+    while len(_record(result).get("iterations", [])) < 3:
+        assert time.monotonic() < deadline, "the first iterations did not complete"
+        time.sleep(0.01)
+    procs["h2"].send_signal(signal.SIGKILL)
+    assert procs["rendezvous"].wait(timeout=60) == 0
+    record = _record(result)
+    assert record["finished"] and record["error"] is None
+    [restart] = record["restarts"]
+    assert restart["excluded"] == ["h2"] and restart["why"] == {"h2": "connection closed"}
+    done = {i["iteration"]: i["members"] for i in record["iterations"]}
+    assert sorted(done) == list(range(40)), "every iteration completed once"
+    assert all(done[k] == ["h0", "h1", "h2", "h3"] for k in range(restart["iteration"]))
+    assert all(done[k] == ["h0", "h1", "h3"] for k in range(restart["iteration"], 40))
