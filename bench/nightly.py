@@ -48,6 +48,9 @@ STEPS = [
     Step("fpf", [PY, "bench/fpf.py"], "fpf-64 deploy and plane failover"),
     Step("switch-cost", [PY, "bench/switch_cost.py"],
          "a SAI switch against a plain FRR router, fpf-mini both ways"),
+    Step("bag", [PY, "bench/bag.py", "--reuse"],
+         "bag-mini: lossless bursts against measured headroom, flat vs hierarchical "
+         "all-reduce over 5 ms, and how long damped routes take to be reused"),
     Step("scale", [PY, "bench/scale.py"],
          "FPF labs of growing size: cost per node, growth exponents, the largest that converges"),
 ]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from harness.converge import poll_until
+from harness.errors import LabError
 from harness.faults.targets import LinkRef, resolve_link
+from harness.nodes.frr import frr_of
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:
@@ -28,6 +32,25 @@ def link_down(lab: LabContext, ref: LinkRef) -> Undo:
         for end in (link.a, link.b):
             _set_state(lab, end, "up")
     return undo
+
+
+def flap_bundle(lab: LabContext, node: str, ifaces: Sequence[str], *, times: int,
+                period_s: float, down_s: float = 1.0) -> None:
+    """`times` times, once per `period_s`: the bundle `ifaces` of `node` down for `down_s`,
+    then up until its BGP sessions are back (a trench's worth of fibre failing and
+    returning, as route-flap damping is meant for)."""
+    peers = {s.peer_ip for s in lab.plan.sessions_of(node) if s.iface in ifaces}
+    for _ in range(times):
+        start = time.monotonic()
+        for iface in ifaces:
+            _set_state(lab, Endpoint(node=node, iface=iface), "down")
+        time.sleep(down_s)
+        for iface in ifaces:
+            _set_state(lab, Endpoint(node=node, iface=iface), "up")
+        poll_until(lambda: [p for p, state in frr_of(lab, node).bgp_peer_states().items()
+                            if p in peers and state != "Established"], period_s * 2,
+                   lambda left: LabError(f"{node}: sessions not back after a flap: {left}"))
+        time.sleep(max(0.0, period_s - (time.monotonic() - start)))
 
 
 def impair(lab: LabContext, ref: LinkRef, impairment: Impairment) -> Undo:

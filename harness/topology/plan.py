@@ -27,6 +27,17 @@ class Endpoint(_Plain):
         return f"{self.node}:{self.iface}"
 
 
+class Lossless(_Plain):
+    """A PFC class on the link (the userspace engine plays the far port's ingress queue; see
+    fl_impair.c): XOFF threshold and headroom in bytes, the rate that port forwards the class
+    at, and the class's DSCP (None: every frame)."""
+
+    xoff: int
+    headroom: int
+    drain_bps: int
+    dscp: int | None = None
+
+
 class Impairment(_Plain):
     """What a link does to packets beyond forwarding them; all None means a clean link."""
 
@@ -35,11 +46,12 @@ class Impairment(_Plain):
     loss_pct: float = 0.0
     duplicate_pct: float = 0.0
     rate_bps: int | None = None
+    lossless: Lossless | None = None
 
     @property
     def is_clean(self) -> bool:
         return not (self.delay_us or self.jitter_us or self.loss_pct or self.duplicate_pct
-                    or self.rate_bps)
+                    or self.rate_bps or self.lossless)
 
 
 class Interface(_Plain):

@@ -19,17 +19,20 @@ from harness.agent.cable import PROBES
 from harness.agent.client import ask
 from harness.cli.headroom import measure as measure_cables
 from harness.converge import poll_until
+from harness.faults.links import flap_bundle
 from harness.lab import Lab
 from harness.links import impair
 from harness.runtime.node import HASH_SEED
+from harness.sai.headroom import for_km
 from harness.sai.kernel import SAI_TABLE
 from harness.status import lab_status
 from harness.testing.plugin import RUNTIME
 from harness.topology.augment import augment
 from harness.topology.fibre import one_way_delay_us
 from harness.topology.loader import load_file
-from harness.topology.plan import Endpoint, Impairment
+from harness.topology.plan import Endpoint, Impairment, Lossless
 from harness.topology.schema import Role
+from harness.traffic.burst import BurstResult, lossless_burst
 from harness.traffic.training import Training, measure
 from tests.conftest import TOPOLOGIES
 
@@ -255,23 +258,6 @@ def updates_received(lab: Lab, node: str) -> int:
     return sum(peer["messageStats"]["updatesRecv"] for peer in peers.values())
 
 
-def flap(lab: Lab, node: str, ifaces: list[str]) -> None:
-    """FLAPS times: the bundle `ifaces` down for a second, then up until its sessions are
-    back (a trench's worth of fibre failing and returning)."""
-    peers = {s.peer_ip for s in lab.plan.sessions_of(node) if s.iface in ifaces}
-    for _ in range(FLAPS):
-        start = time.monotonic()
-        for iface in ifaces:
-            lab.node(node).cmd("ip", "link", "set", iface, "down", check=True)
-        time.sleep(1.0)
-        for iface in ifaces:
-            lab.node(node).cmd("ip", "link", "set", iface, "up", check=True)
-        poll_until(lambda: [p for p, state in lab.frr(node).bgp_peer_states().items()
-                            if p in peers and state != "Established"], 10,
-                   lambda left: AssertionError(f"{node}: sessions not back: {left}"))
-        time.sleep(max(0.0, FLAP_S - (time.monotonic() - start)))
-
-
 def settled(lab: Lab) -> None:
     """Every session up and the UPDATEs a flap causes delivered (BGP sends them at once:
     advertisement-interval 0), so a count taken now is final."""
@@ -309,7 +295,7 @@ def test_damping_suppresses_a_flapping_long_haul_link(bag: Lab) -> None:
         set_damping(bag, on=damping)
         settled(bag)
         before = updates_received(bag, "r1b1-spine1")
-        flap(bag, "r2-bag1", bundle)
+        flap_bundle(bag, "r2-bag1", bundle, times=FLAPS, period_s=FLAP_S)
         settled(bag)
         counts[damping] = updates_received(bag, "r1b1-spine1") - before
         if damping:
@@ -370,3 +356,30 @@ def test_a_hierarchical_all_reduce_crosses_bag_less_and_finishes_sooner(bag: Lab
     assert hierarchical.critical_crossings < ring.critical_crossings
     assert hierarchical.crossing_bytes < ring.crossing_bytes
     assert hierarchical.seconds < ring.seconds
+
+
+def test_headroom_from_the_measured_cable_keeps_a_lossless_burst_whole(bag: Lab) -> None:
+    """r1-bag1 measures its 400 km cable to r2-bag1; its peer bursts RoCE-marked datagrams at
+    line rate into that port, which forwards the class at a twentieth of it. The link engine
+    pauses the sender one cable later: headroom from the measurement holds everything that
+    was on the way; headroom sized for a 2 km cable drops."""
+    port = "eth5"
+    km = ask(bag.frr("r1-bag1").workdir, {"cmd": "cable", "ports": [port]},
+             timeout=60)[0]["km"]
+    receiver = Endpoint(node="r1-bag1", iface=port)
+    link = bag.plan.link_at(receiver)
+    sender = link.b if link.a == receiver else link.a
+
+    def burst(headroom_km: float) -> BurstResult:
+        lossless = Lossless(xoff=30_000, headroom=for_km(headroom_km, 100_000_000, 1500).bytes,
+                            drain_bps=5_000_000, dscp=26)
+        return lossless_burst(bag, sender, Impairment(
+            delay_us=link.impairment.delay_us, rate_bps=100_000_000, lossless=lossless),
+            count=400, size=1400)
+
+    measured, short = burst(km), burst(2.0)
+    print(f"400 km measured as {km:.1f} km: {measured}; with a 2 km cable's headroom: {short}")
+    assert measured.pauses > 0 and measured.dropped == 0 and measured.received == 400
+    in_flight = 2 * link.impairment.delay_us / 1e6 * 100_000_000 / 8
+    assert measured.peak - 30_000 >= in_flight - 2 * 1500  # the PAUSE took a cable's time
+    assert short.dropped > 0 and short.received == 400 - short.dropped

@@ -9,11 +9,14 @@ import pytest
 from harness.cli import build_parser
 from harness.cli.netem import parse_target
 from harness.errors import LabError
+from harness.kernel import Feature
 from harness.lab import Lab
 from harness.links import impair
+from harness.links.impair import backend
+from harness.links.impair.backend import CHOICE_ENV, select_backend
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
-from harness.topology.plan import Endpoint, Impairment
+from harness.topology.plan import Endpoint, Impairment, Lossless
 from tests.conftest import TOPOLOGIES
 
 
@@ -36,7 +39,10 @@ def test_topology_impairment_comes_from_the_fibre(lab: Lab) -> None:
 
 @pytest.mark.parametrize("bad", [
     Impairment(delay_us=-1), Impairment(jitter_us=-5), Impairment(loss_pct=101),
-    Impairment(duplicate_pct=-0.1), Impairment(rate_bps=10), Impairment(delay_us=11e6)])
+    Impairment(duplicate_pct=-0.1), Impairment(rate_bps=10), Impairment(delay_us=11e6),
+    Impairment(lossless=Lossless(xoff=1000, headroom=0, drain_bps=10**6)),
+    Impairment(rate_bps=10**8, lossless=Lossless(xoff=0, headroom=0, drain_bps=10**6)),
+    Impairment(rate_bps=10**8, lossless=Lossless(xoff=1, headroom=0, drain_bps=10**6, dscp=64))])
 def test_impossible_values_are_refused_untouched(lab: Lab, bad: Impairment) -> None:
     with pytest.raises(LabError, match="nothing was changed"):
         impair.apply(lab, Endpoint(node="r1", iface="eth1"), bad)
@@ -73,3 +79,17 @@ def test_cli_units_parse() -> None:
 def test_targets_must_be_node_colon_iface(target: str) -> None:
     with pytest.raises(LabError, match=r"\[LAB/\]NODE:IFACE"):
         parse_target(target)
+
+
+def test_a_lossless_class_always_takes_the_userspace_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linux has no PFC: even where netem exists, or is asked for, the class needs the engine."""
+    monkeypatch.setattr(backend, "feature", lambda name: Feature(name, True, "a stand-in"))
+    pfc = Impairment(rate_bps=10**8, lossless=Lossless(xoff=1, headroom=0, drain_bps=10**6))
+    assert select_backend(Impairment(delay_us=10)).name == "netem"
+    for choice in ("auto", "userspace"):
+        monkeypatch.setenv(CHOICE_ENV, choice)
+        assert select_backend(pfc).name == "userspace"
+    monkeypatch.setenv(CHOICE_ENV, "netem")
+    with pytest.raises(LabError, match="netem has no lossless class"):
+        select_backend(pfc)

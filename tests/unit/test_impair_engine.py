@@ -13,7 +13,9 @@ from itertools import pairwise
 import pytest
 
 from harness.links.impair import engine
-from harness.topology.plan import Impairment
+from harness.sai import headroom
+from harness.topology.fibre import FIBRE_US_PER_KM
+from harness.topology.plan import Impairment, Lossless
 
 WHEEL_REVOLUTION_NS = (1 << 16) << 12
 
@@ -108,4 +110,44 @@ def test_bad_parameters_are_refused() -> None:
 def test_engine_args_units() -> None:
     imp = Impairment(delay_us=195.8689, jitter_us=20, loss_pct=0.1, rate_bps=10**10)
     assert engine.engine_args(imp) == ["delay_ns=195869", "jitter_ns=20000", "loss_pct=0.1",
-                                       "duplicate_pct=0.0", "rate_bps=10000000000"]
+                                       "duplicate_pct=0.0", "rate_bps=10000000000",
+                                       "pfc_xoff=0"]
+    pfc = imp.model_copy(update={"lossless": Lossless(xoff=5000, headroom=9000,
+                                                      drain_bps=10**9, dscp=26)})
+    assert engine.engine_args(pfc)[-4:] == ["pfc_xoff=5000", "pfc_headroom=9000",
+                                            "pfc_drain_bps=1000000000", "pfc_dscp=26"]
+
+
+# The lossless class: a burst at line rate into a far port that forwards at a twentieth of it.
+RATE, DRAIN, XOFF, FRAME, BURST = 100_000_000, 5_000_000, 30_000, 1500, 1500
+
+
+def lossless_burst(km: float, headroom_km: float) -> tuple[list[tuple[int, int]],
+                                                           dict[str, int]]:
+    return simulate([(0, FRAME)] * BURST, f"delay_ns={round(km * FIBRE_US_PER_KM * 1000)}",
+                    f"rate_bps={RATE}", f"pfc_xoff={XOFF}", f"pfc_drain_bps={DRAIN}",
+                    f"pfc_headroom={headroom.for_km(headroom_km, RATE, FRAME).bytes}")
+
+
+@pytest.mark.parametrize("km", [2, 40, 400])
+def test_headroom_sized_for_the_cable_loses_nothing(km: float) -> None:
+    """What arrives after XOFF is what was on the cable both ways: the PAUSE reaches the
+    sender one length later, so the peak over XOFF is about 2 x delay x rate, and fits."""
+    sent, stats = lossless_burst(km, km)
+    assert stats["pfc_dropped"] == 0 and len(sent) == BURST and stats["pfc_pauses"] > 0
+    in_flight = 2 * km * FIBRE_US_PER_KM / 1e6 * RATE / 8
+    assert in_flight - 2 * FRAME <= stats["pfc_peak"] - XOFF
+    assert stats["pfc_peak"] <= XOFF + headroom.for_km(km, RATE, FRAME).bytes
+    gaps = {b - a for (_, a), (_, b) in pairwise(sent)}
+    assert min(gaps) == FRAME * 8 * 10**9 // DRAIN  # the far port forwards at its own rate
+
+
+def test_headroom_sized_for_a_shorter_cable_drops() -> None:
+    sent, stats = lossless_burst(40, 2)
+    assert stats["pfc_dropped"] > 0 and len(sent) == BURST - stats["pfc_dropped"]
+
+
+def test_a_lossless_class_needs_a_line_rate_and_a_drain_rate() -> None:
+    out = subprocess.run([str(engine.binary()), "simulate", "pfc_xoff=1000"], input="",
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "needs rate_bps and pfc_drain_bps" in out.stderr

@@ -60,9 +60,22 @@ def check(lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> None:
          "0% to 100%"),
         ("rate", impairment.rate_bps, impairment.rate_bps is None or impairment.rate_bps >= 8000,
          "at least 8kbit"),
+        *_lossless_problems(impairment),
     ) if not ok]
     if problems:
         raise LabError(f"{endpoint}: " + "; ".join(problems) + "; nothing was changed")
+
+
+def _lossless_problems(impairment: Impairment) -> list[tuple[str, object, bool, str]]:
+    pfc = impairment.lossless
+    if pfc is None:
+        return []
+    return [("lossless class without rate", impairment.rate_bps, bool(impairment.rate_bps),
+             "a line rate to pause"),
+            ("xoff", pfc.xoff, pfc.xoff > 0, "at least 1 byte"),
+            ("headroom", pfc.headroom, pfc.headroom >= 0, "0 or more bytes"),
+            ("drain", pfc.drain_bps, pfc.drain_bps >= 8000, "at least 8kbit"),
+            ("dscp", pfc.dscp, pfc.dscp is None or 0 <= pfc.dscp <= 63, "0 to 63")]
 
 
 def apply(lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> str:
@@ -70,7 +83,7 @@ def apply(lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> str:
     if impairment.is_clean:
         clear(lab, endpoint)
         return "none"
-    backend = select_backend()
+    backend = select_backend(impairment)
     previous = states.load(lab.dir, endpoint)
     if previous and previous.backend != backend.name:
         clear(lab, endpoint)

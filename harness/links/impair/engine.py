@@ -22,13 +22,20 @@ def binary() -> Path:
     return built(ENGINE)
 
 
+EVERY_FRAME = 64  # pfc_dscp: no DSCP, the class takes every frame
+
+
 def engine_args(impairment: Impairment) -> list[str]:
     """The engine's key=value form of an impairment (its units: ns, percent, bit/s)."""
+    pfc = impairment.lossless
     return [f"delay_ns={round(impairment.delay_us * 1000)}",
             f"jitter_ns={round(impairment.jitter_us * 1000)}",
             f"loss_pct={impairment.loss_pct!r}",
             f"duplicate_pct={impairment.duplicate_pct!r}",
-            f"rate_bps={impairment.rate_bps or 0}"]
+            f"rate_bps={impairment.rate_bps or 0}",
+            f"pfc_xoff={pfc.xoff if pfc else 0}",
+            *([f"pfc_headroom={pfc.headroom}", f"pfc_drain_bps={pfc.drain_bps}",
+               f"pfc_dscp={EVERY_FRAME if pfc.dscp is None else pfc.dscp}"] if pfc else [])]
 
 
 def request(control: str, message: str) -> str:

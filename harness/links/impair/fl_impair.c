@@ -19,9 +19,11 @@
  *   fl-impair simulate [key=value...]      stdin: "arrival_ns length" lines
  *                                          stdout: "index due_ns" per frame sent, then stats
  * keys: delay_ns jitter_ns loss_pct duplicate_pct rate_bps limit seed spin_ns rt_priority
+ *       pfc_xoff pfc_headroom pfc_drain_bps pfc_response_ns pfc_dscp (the lossless class below)
  * The control socket (SOCK_SEQPACKET) takes "set key=value..." (all or nothing) and "stats"
  * (frame counters; polled_us: the time spent polling ahead of due times; late_p50_us,
- * late_p99_us and late_max_us: how late frames left since the last set, see struct lateness).
+ * late_p99_us and late_max_us: how late frames left since the last set, see struct lateness;
+ * with a lossless class, pfc_* counters, its peaks since the last set).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,9 +60,9 @@
 #define CAPTURE_BUFFER (16 << 20)     /* bursts at line rate wait here until the engine reads */
 
 struct params {
-    int64_t delay_ns, jitter_ns, spin_ns, rt_priority;
+    int64_t delay_ns, jitter_ns, spin_ns, rt_priority, pfc_response_ns;
     double loss_pct, duplicate_pct;
-    uint64_t rate_bps, limit, seed;
+    uint64_t rate_bps, limit, seed, pfc_xoff, pfc_headroom, pfc_drain_bps, pfc_dscp;
 };
 
 struct packet {
@@ -81,7 +83,10 @@ struct wheel {
     int next_valid;
 };
 
-struct counters { uint64_t rx, tx, lost, duplicated, overlimit, tx_errors, polled_ns; };
+struct counters {
+    uint64_t rx, tx, lost, duplicated, overlimit, tx_errors, polled_ns;
+    uint64_t pfc_rx, pfc_dropped, pfc_pauses, pfc_paused_ns, pfc_peak, pfc_backlog_peak;
+};
 
 /* How late frames left (send time - due time): what the pacer could not hide of the machine's
  * wake-ups, which a user reads beside the delays a flow measured. A histogram in 1 us steps
@@ -122,8 +127,38 @@ static uint64_t lateness_percentile_us(const struct lateness *l, unsigned pct)
     return 0;
 }
 
+/* The lossless class (PFC), where Linux has none. The engine carries one direction of a link,
+ * so it also plays the far port's ingress queue for the class: a frame of the class is
+ * serialised at rate_bps when the sender is not paused, arrives delay_ns later in the far
+ * port's queue, which forwards at pfc_drain_bps (below the line rate when that port is
+ * congested), and leaves the engine then. Past pfc_xoff bytes queued the far port sends
+ * XOFF, which stops the sender delay_ns + pfc_response_ns later; bytes still arriving land in
+ * pfc_headroom, and what does not fit is dropped (pfc_dropped): the loss PFC exists to
+ * prevent, when headroom is sized for a shorter cable. Below pfc_xoff / 2 it sends XON, which
+ * resumes the sender delay_ns later. Frames waiting while paused stay in the sender's queue
+ * (up to `limit`). Events run in time order; the sender's decisions at time t depend only on
+ * the far end's state at t - delay, which is final by then, so the model is causal. */
+#define PFC_CONTROL_MAX 256
+#define PFC_QUEUE_MAX (1u << 16)
+
+struct fifo { struct slot list; uint64_t count; };
+
+struct lossless {
+    struct fifo backlog, flight;          /* waiting to be serialised; on the cable */
+    struct { int64_t leaves; uint32_t len; } queue[PFC_QUEUE_MAX];   /* the far ingress */
+    unsigned queue_head, queue_count;
+    uint64_t occupancy;
+    int64_t last_leaves;
+    int xoff;                             /* the far port has sent XOFF, not yet XON */
+    struct { int64_t at; int pause; } control[PFC_CONTROL_MAX];   /* on the way back */
+    unsigned control_head, control_count;
+    int paused;
+    int64_t paused_since;
+};
+
 struct engine {
     struct params p;
+    struct lossless pfc;
     uint64_t loss_threshold, duplicate_threshold;   /* out of 2^32 */
     uint64_t rng;
     int64_t port_free;       /* when the serialiser is idle again (rate limiting) */
@@ -158,24 +193,29 @@ static void engine_commit(struct engine *e, const struct params *p)
         e->rng = p->seed;
     e->p = *p;
     e->late = (struct lateness){0};
+    e->c.pfc_peak = e->c.pfc_backlog_peak = 0;   /* peaks, like lateness, since the last set */
     e->loss_threshold = threshold_of(p->loss_pct);
     e->duplicate_threshold = threshold_of(p->duplicate_pct);
 }
 
 /* -- timer wheel ------------------------------------------------------------------------- */
 
-static void wheel_insert(struct wheel *w, struct packet *p)
+static void slot_append(struct slot *s, struct packet *p)
 {
-    int64_t tick = p->due >> TICK_SHIFT;
-    if (tick < w->cursor)
-        tick = w->cursor;    /* already due: the next drain sends it */
-    struct slot *s = &w->slots[tick & WHEEL_MASK];
     p->next = NULL;
     if (s->tail)
         s->tail->next = p;
     else
         s->head = p;
     s->tail = p;
+}
+
+static void wheel_insert(struct wheel *w, struct packet *p)
+{
+    int64_t tick = p->due >> TICK_SHIFT;
+    if (tick < w->cursor)
+        tick = w->cursor;    /* already due: the next drain sends it */
+    slot_append(&w->slots[tick & WHEEL_MASK], p);
     if (w->queued++ == 0) {
         w->next_due = p->due;
         w->next_valid = 1;
@@ -295,6 +335,199 @@ static int enqueue(struct engine *e, int64_t now, const unsigned char *data, uin
     return n;
 }
 
+/* -- the lossless class -------------------------------------------------------------------- */
+
+static void fifo_push(struct fifo *f, struct packet *p)
+{
+    slot_append(&f->list, p);
+    f->count++;
+}
+
+static struct packet *fifo_pop(struct fifo *f)
+{
+    struct packet *p = f->list.head;
+    f->list.head = p->next;
+    if (!f->list.head)
+        f->list.tail = NULL;
+    f->count--;
+    return p;
+}
+
+static int is_lossless(const struct params *p, const unsigned char *frame, uint32_t len)
+{
+    if (!p->pfc_xoff)
+        return 0;
+    if (p->pfc_dscp > 63 || !frame)   /* 64: every frame (and every simulated one) */
+        return 1;
+    if (len < 16)
+        return 0;
+    uint16_t type = (uint16_t)(frame[12] << 8 | frame[13]);
+    unsigned dscp = type == ETH_P_IP ? frame[15] >> 2
+                  : type == ETH_P_IPV6 ? (unsigned)((frame[14] & 0x0f) << 2 | frame[15] >> 6)
+                  : 64;
+    return dscp == p->pfc_dscp;
+}
+
+static void control_send(struct lossless *l, int64_t at, int pause)
+{
+    if (l->control_count == PFC_CONTROL_MAX)
+        return;   /* cannot happen: XOFF and XON alternate, one round trip apart at least */
+    unsigned last = (l->control_head + l->control_count + PFC_CONTROL_MAX - 1) % PFC_CONTROL_MAX;
+    if (l->control_count && l->control[last].at > at)
+        at = l->control[last].at;   /* frames of one direction never overtake each other */
+    unsigned i = (l->control_head + l->control_count++) % PFC_CONTROL_MAX;
+    l->control[i].at = at;
+    l->control[i].pause = pause;
+}
+
+/* The far port forwards its oldest queued frame: below XON, it lets the sender go. */
+static void far_forward(struct engine *e)
+{
+    struct lossless *l = &e->pfc;
+    int64_t at = l->queue[l->queue_head].leaves;
+    l->occupancy -= l->queue[l->queue_head].len;
+    l->queue_head = (l->queue_head + 1) % PFC_QUEUE_MAX;
+    l->queue_count--;
+    if (l->xoff && l->occupancy <= e->p.pfc_xoff / 2) {
+        l->xoff = 0;
+        control_send(l, at + e->p.delay_ns, 0);
+    }
+}
+
+/* A frame reaches the far port: queued (and sent on when that port forwards it), or dropped
+ * when headroom is full; past XOFF the port pauses the sender. */
+static void far_arrive(struct engine *e, struct packet *p, int64_t now)
+{
+    struct lossless *l = &e->pfc;
+    if (l->occupancy + p->len > e->p.pfc_xoff + e->p.pfc_headroom
+            || l->queue_count == PFC_QUEUE_MAX) {
+        e->c.pfc_dropped++;
+        free(p);
+        return;
+    }
+    int64_t start = l->last_leaves > now ? l->last_leaves : now;
+    l->last_leaves = start + (e->p.pfc_drain_bps
+                              ? (int64_t)((uint64_t)p->len * 8000000000ULL / e->p.pfc_drain_bps)
+                              : 0);
+    unsigned i = (l->queue_head + l->queue_count++) % PFC_QUEUE_MAX;
+    l->queue[i].leaves = l->last_leaves;
+    l->queue[i].len = p->len;
+    l->occupancy += p->len;
+    if (l->occupancy > e->c.pfc_peak)
+        e->c.pfc_peak = l->occupancy;
+    if (!l->xoff && l->occupancy > e->p.pfc_xoff) {
+        l->xoff = 1;
+        e->c.pfc_pauses++;
+        control_send(l, now + e->p.delay_ns + e->p.pfc_response_ns, 1);
+    }
+    p->due = l->last_leaves;
+    wheel_insert(&e->wheel, p);
+}
+
+/* The sender starts its next frame (not while paused): serialised, then on the cable. */
+static void near_send(struct engine *e, int64_t now)
+{
+    struct lossless *l = &e->pfc;
+    struct packet *p = fifo_pop(&l->backlog);
+    if (chance(e, e->loss_threshold)) {
+        e->c.lost++;
+        free(p);
+        return;
+    }
+    e->port_free = now + (e->p.rate_bps   /* 0 only when a live `set` took the class away */
+                          ? (int64_t)((uint64_t)p->len * 8000000000ULL / e->p.rate_bps) : 0);
+    p->due = e->port_free + e->p.delay_ns;
+    fifo_push(&l->flight, p);
+}
+
+static void control_arrive(struct engine *e)
+{
+    struct lossless *l = &e->pfc;
+    int64_t at = l->control[l->control_head].at;
+    int pause = l->control[l->control_head].pause;
+    l->control_head = (l->control_head + 1) % PFC_CONTROL_MAX;
+    l->control_count--;
+    if (pause && !l->paused)
+        l->paused_since = at;
+    else if (!pause && l->paused)
+        e->c.pfc_paused_ns += (uint64_t)(at - l->paused_since);
+    if (!pause && e->port_free < at)
+        e->port_free = at;   /* the next frame starts no earlier than the resume */
+    l->paused = pause;
+}
+
+/* When the next event of the class happens (INT64_MAX: none pending). */
+static int64_t lossless_next(const struct engine *e)
+{
+    const struct lossless *l = &e->pfc;
+    int64_t next = INT64_MAX;
+    if (l->control_count)
+        next = l->control[l->control_head].at;
+    if (l->flight.list.head && l->flight.list.head->due < next)
+        next = l->flight.list.head->due;
+    if (l->queue_count && l->queue[l->queue_head].leaves < next)
+        next = l->queue[l->queue_head].leaves;
+    if (l->backlog.list.head && !l->paused) {
+        int64_t start = e->port_free > l->backlog.list.head->due ? e->port_free : l->backlog.list.head->due;
+        if (start < next)
+            next = start;
+    }
+    return next;
+}
+
+/* Run the class's events up to `now`, earliest first; at one time the PAUSE is taken in
+ * before a frame starts, and a frame leaves the far queue before the next one arrives. */
+static void lossless_advance(struct engine *e, int64_t now)
+{
+    struct lossless *l = &e->pfc;
+    for (int64_t t; (t = lossless_next(e)) <= now;) {
+        if (l->control_count && l->control[l->control_head].at == t)
+            control_arrive(e);
+        else if (l->queue_count && l->queue[l->queue_head].leaves == t)
+            far_forward(e);
+        else if (l->flight.list.head && l->flight.list.head->due == t)
+            far_arrive(e, fifo_pop(&l->flight), t);
+        else
+            near_send(e, t);
+    }
+}
+
+/* A frame of the class joins the sender's queue (stamped with its arrival there). */
+static void lossless_enqueue(struct engine *e, int64_t now, const unsigned char *data,
+                             uint32_t len, uint64_t index)
+{
+    e->c.rx++;
+    e->c.pfc_rx++;
+    if (e->pfc.backlog.count >= e->p.limit) {
+        e->c.overlimit++;
+        return;
+    }
+    struct packet *p = malloc(sizeof(*p) + len);
+    if (!p) {
+        e->c.overlimit++;
+        return;
+    }
+    p->due = now;
+    p->index = index;
+    p->len = len;
+    if (data)
+        memcpy(p->data, data, len);
+    fifo_push(&e->pfc.backlog, p);
+    if (e->pfc.backlog.count > e->c.pfc_backlog_peak)
+        e->c.pfc_backlog_peak = e->pfc.backlog.count;
+}
+
+static void admit(struct engine *e, int64_t now, const unsigned char *data, uint32_t len,
+                  uint64_t index)
+{
+    if (is_lossless(&e->p, data, len)) {
+        lossless_advance(e, now);   /* earlier events first: it queues behind them */
+        lossless_enqueue(e, now, data, len, index);
+    } else {
+        enqueue(e, now, data, len, index);
+    }
+}
+
 /* -- parameters ---------------------------------------------------------------------------- */
 
 static int parse_params(char *text, struct params *p, char *err, size_t errlen)
@@ -321,12 +554,26 @@ static int parse_params(char *text, struct params *p, char *err, size_t errlen)
         else if (!strcmp(key, "rate_bps")) p->rate_bps = (uint64_t)num;
         else if (!strcmp(key, "limit") && num >= 1) p->limit = (uint64_t)num;
         else if (!strcmp(key, "seed")) p->seed = (uint64_t)num;
+        else if (!strcmp(key, "pfc_xoff")) p->pfc_xoff = (uint64_t)num;
+        else if (!strcmp(key, "pfc_headroom")) p->pfc_headroom = (uint64_t)num;
+        else if (!strcmp(key, "pfc_drain_bps")) p->pfc_drain_bps = (uint64_t)num;
+        else if (!strcmp(key, "pfc_response_ns")) p->pfc_response_ns = (int64_t)num;
+        else if (!strcmp(key, "pfc_dscp") && num <= 64) p->pfc_dscp = (uint64_t)num;
         else if ((!strcmp(key, "loss_pct") || !strcmp(key, "duplicate_pct")) && num <= 100)
             *(key[0] == 'l' ? &p->loss_pct : &p->duplicate_pct) = num;
         else {
             snprintf(err, errlen, "%s=%s: unknown key or value out of range", key, val);
             return -1;
         }
+    }
+    return 0;
+}
+
+static int check_params(const struct params *p, char *err, size_t errlen)
+{
+    if (p->pfc_xoff && (!p->rate_bps || !p->pfc_drain_bps)) {
+        snprintf(err, errlen, "pfc_xoff: the lossless class needs rate_bps and pfc_drain_bps");
+        return -1;
     }
     return 0;
 }
@@ -341,11 +588,16 @@ static int parse_args(int argc, char **argv, struct params *p)
             return -1;
         }
     }
+    if (check_params(p, err, sizeof(err))) {
+        fprintf(stderr, "fl-impair: %s\n", err);
+        return -1;
+    }
     return 0;
 }
 
 static const struct params DEFAULTS = {.limit = 50000, .seed = 1, .spin_ns = 30000,
-                                       .rt_priority = 10};
+                                       .rt_priority = 10, .pfc_response_ns = 1000,
+                                       .pfc_dscp = 64};
 
 /* -- simulate: the engine without sockets, for tests ---------------------------------------- */
 
@@ -359,10 +611,16 @@ static void print_stats(FILE *f, const struct engine *e)
 {
     fprintf(f, "rx=%" PRIu64 " tx=%" PRIu64 " lost=%" PRIu64 " duplicated=%" PRIu64
             " overlimit=%" PRIu64 " tx_errors=%" PRIu64 " queued=%" PRIu64 " polled_us=%" PRIu64
-            " late_p50_us=%" PRIu64 " late_p99_us=%" PRIu64 " late_max_us=%" PRId64 "\n",
+            " late_p50_us=%" PRIu64 " late_p99_us=%" PRIu64 " late_max_us=%" PRId64,
             e->c.rx, e->c.tx, e->c.lost, e->c.duplicated, e->c.overlimit, e->c.tx_errors,
             e->wheel.queued, e->c.polled_ns / 1000, lateness_percentile_us(&e->late, 50),
             lateness_percentile_us(&e->late, 99), e->late.max_ns / 1000);
+    if (e->p.pfc_xoff)
+        fprintf(f, " pfc_rx=%" PRIu64 " pfc_dropped=%" PRIu64 " pfc_pauses=%" PRIu64
+                " pfc_paused_us=%" PRIu64 " pfc_peak=%" PRIu64 " pfc_backlog_peak=%" PRIu64,
+                e->c.pfc_rx, e->c.pfc_dropped, e->c.pfc_pauses, e->c.pfc_paused_ns / 1000,
+                e->c.pfc_peak, e->c.pfc_backlog_peak);
+    fputc('\n', f);
 }
 
 static void count_emit(struct packet *p, void *ctx)
@@ -371,17 +629,26 @@ static void count_emit(struct packet *p, void *ctx)
     ((struct engine *)ctx)->c.tx++;
 }
 
+static int64_t next_event(struct engine *e)
+{
+    int64_t wheel = wheel_next_due(&e->wheel), pfc = lossless_next(e);
+    return wheel < pfc ? wheel : pfc;
+}
+
 static int simulate(struct engine *e)
 {
     int64_t now;
     uint32_t len;
     uint64_t index = 0;
     while (scanf("%" SCNd64 " %" SCNu32, &now, &len) == 2) {
+        lossless_advance(e, now);
         wheel_advance(&e->wheel, now, count_emit, e);
-        enqueue(e, now, NULL, len, index++);
+        admit(e, now, NULL, len, index++);
     }
-    while (e->wheel.queued)
-        wheel_advance(&e->wheel, wheel_next_due(&e->wheel), count_emit, e);
+    for (int64_t t; (t = next_event(e)) != INT64_MAX;) {
+        lossless_advance(e, t);
+        wheel_advance(&e->wheel, t, count_emit, e);
+    }
     printf("stats ");
     print_stats(stdout, e);
     return 0;
@@ -565,7 +832,8 @@ static void serve_control(int listener, struct engine *e)
         req[n] = 0;
         if (!strncmp(req, "set", 3)) {
             struct params p = e->p;
-            if (parse_params(req + 3, &p, err, sizeof(err)) == 0) {
+            if (parse_params(req + 3, &p, err, sizeof(err)) == 0
+                    && check_params(&p, err, sizeof(err)) == 0) {
                 engine_commit(e, &p);
                 snprintf(reply, sizeof(reply), "ok");
             } else {
@@ -622,8 +890,8 @@ static void receive_batch(struct capture *cap, struct engine *e)
     clock_gettime(CLOCK_REALTIME, &rt);
     int64_t offset = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - now;
     for (int i = 0; i < n; i++)
-        enqueue(e, arrival_ns(&cap->msgs[i].msg_hdr, offset, now), cap->frames[i],
-                cap->msgs[i].msg_len, e->c.rx);
+        admit(e, arrival_ns(&cap->msgs[i].msg_hdr, offset, now), cap->frames[i],
+              cap->msgs[i].msg_len, e->c.rx);
 }
 
 static int run(struct engine *e, const char *iface, const char *tap, const char *ctl)
@@ -654,6 +922,7 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
             learn_lateness(&pacer, now - wake_at);
             wake_at = 0;
         }
+        lossless_advance(e, now);
         wheel_advance(&e->wheel, now, send_frame, &wire);
         if (stopping) {
             if (!stop_by) {
@@ -662,10 +931,10 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
                 close(tapfd);   /* the TAP vanishes; tc no longer has a target */
                 tapfd = cap.fd = -1;
             }
-            if (!e->wheel.queued || now > stop_by)
+            if (next_event(e) == INT64_MAX || now > stop_by)
                 break;
         }
-        int64_t wait = wheel_next_due(&e->wheel) - now;
+        int64_t wait = next_event(e) - now;
         struct pollfd fds[2] = {{.fd = ctlfd, .events = POLLIN}, {.fd = cap.fd, .events = POLLIN}};
         struct timespec ts, *timeout = NULL;
         if (wait != INT64_MAX - now) {
