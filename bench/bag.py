@@ -53,7 +53,7 @@ def lossless(lab: Lab) -> None:
         row = next(r for r in rows if r["configured_km"] == km and r.get("km"))
         receiver = Endpoint(node=row["node"], iface=row["port"])
         link = lab.plan.link_at(receiver)
-        sender = link.b if link.a == receiver else link.a
+        sender = lab.plan.peer_of(receiver)
         cases = [("measured", for_km(row["km"], LINE_BPS, MTU))]
         if km > 2:
             cases.append(("2 km cable's", for_km(2, LINE_BPS, MTU)))

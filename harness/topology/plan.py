@@ -208,6 +208,11 @@ class LabPlan(_Plain):
     def link_at(self, endpoint: Endpoint) -> LinkPlan:
         return self.link_ends[endpoint]
 
+    def peer_of(self, endpoint: Endpoint) -> Endpoint:
+        """The far end of the link at `endpoint`."""
+        link = self.link_at(endpoint)
+        return link.b if link.a == endpoint else link.a
+
     def links_between_regions(self) -> list[LinkPlan]:
         """The long-haul links a BAG lab's regions meet over (what crossing BAG means)."""
         region = {n.name: n.region for n in self.nodes}

@@ -77,10 +77,8 @@ def lossless_burst(lab: LabContext, sender: Endpoint, impairment: Impairment, *,
     egress; the link's planned impairment is back afterwards."""
     if impairment.lossless is None:
         raise LabError("a lossless burst needs an impairment with a lossless class")
-    link = lab.plan.link_at(sender)
-    receiver = link.b if link.a == sender else link.a
-    impair.apply(lab, sender, impairment)
-    try:
+    receiver = lab.plan.peer_of(sender)
+    with impair.temporarily(lab, [sender], impairment):
         before = _counters(lab, sender)
         rx = lab.node(receiver.node).popen(
             [sys.executable, "-c", RECEIVE, _address(lab, receiver), str(ROCE_PORT),
@@ -97,7 +95,5 @@ def lossless_burst(lab: LabContext, sender: Endpoint, impairment: Impairment, *,
             rx.kill()
             rx.wait()
         after = _counters(lab, sender)
-    finally:
-        impair.apply(lab, sender, link.impairment)
     return BurstResult(count, received, after["pfc_dropped"] - before["pfc_dropped"],
                        after["pfc_pauses"] - before["pfc_pauses"], after["pfc_peak"])

@@ -14,13 +14,14 @@ to RESULT_FILE (atomically), so a watcher can act at a chosen iteration.
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.linux.files import replace_file
 
 SETTLE_S = 0.5  # after the first failure report, how long the others get to report too
 MAX_RESTARTS = 3  # of one iteration: beyond, the network is broken, not a replica
@@ -52,9 +53,7 @@ class Record:
     error: str | None = None
 
     def write(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.__dict__, indent=1))
-        os.replace(tmp, path)
+        replace_file(path, json.dumps(self.__dict__, indent=1))
 
 
 def _lines(replica: Replica) -> list[dict[str, object]]:

@@ -151,10 +151,9 @@ class Training:
         return record
 
     def __exit__(self, *_: object) -> None:
-        pids = [self.rendezvous, *self.pids.values()]
-        hosts = [self.hosts[0], *self.pids]
-        kill_and_reap([p for h, pid in zip(hosts, pids, strict=True)
-                       if (p := self.lab.runtime.host_pid(h, pid)) is not None])
+        running = [(self.hosts[0], self.rendezvous), *self.pids.items()]
+        kill_and_reap([p for host, pid in running
+                       if (p := self.lab.runtime.host_pid(host, pid)) is not None])
 
 
 @dataclass(frozen=True)
@@ -177,7 +176,7 @@ def measure(lab: LabContext, hosts: Sequence[str], algorithm: str, *, size: int,
     if result.error or result.restarts:
         raise LabError(f"{algorithm} all-reduce did not run cleanly: "
                        f"{result.error or result.restarts}")
-    account = dry_run(algorithm, sorted((Member(h, group_of(lab, h)) for h in hosts),
-                                        key=lambda m: (m.group, m.name)), size)
+    account = dry_run(algorithm, [Member(h, group_of(lab, h))  # in the rendezvous' order
+                                  for h in result.iterations[0].members], size)
     return Measured(algorithm, statistics.median(i.seconds for i in result.iterations),
                     crossed / iterations, account.crossing_bytes(), account.critical_crossings())

@@ -368,7 +368,7 @@ def test_headroom_from_the_measured_cable_keeps_a_lossless_burst_whole(bag: Lab)
              timeout=60)[0]["km"]
     receiver = Endpoint(node="r1-bag1", iface=port)
     link = bag.plan.link_at(receiver)
-    sender = link.b if link.a == receiver else link.a
+    sender = bag.plan.peer_of(receiver)
 
     def burst(headroom_km: float) -> BurstResult:
         lossless = Lossless(xoff=30_000, headroom=for_km(headroom_km, 100_000_000, 1500).bytes,

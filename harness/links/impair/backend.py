@@ -46,11 +46,11 @@ def select_backend(impairment: Impairment | None = None) -> Backend:
     takes the engine (Linux has no PFC)."""
     choice = os.environ.get(CHOICE_ENV, "auto")
     netem, redirect = feature("netem"), feature("tc_redirect")
-    if impairment is not None and impairment.lossless and choice != "netem":
+    if impairment is not None and impairment.lossless:
+        if choice == "netem":
+            raise LabError(f"{CHOICE_ENV}=netem: netem has no lossless class (PFC); "
+                           "unset it to let the userspace engine carry it")
         choice = "userspace"
-    if choice == "netem" and impairment is not None and impairment.lossless:
-        raise LabError(f"{CHOICE_ENV}=netem: netem has no lossless class (PFC); "
-                       "unset it to let the userspace engine carry it")
     if choice == "netem" or (choice == "auto" and netem.available):
         if not netem.available:
             raise LabError(f"{CHOICE_ENV}=netem but this kernel has no sch_netem "

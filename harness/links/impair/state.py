@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.linux.files import replace_file
 from harness.topology.plan import Endpoint, Impairment
 
 STATE_DIR = "impair"
@@ -67,9 +68,7 @@ def load_all(lab_dir: Path) -> list[LinkState]:
 def save(lab_dir: Path, state: LinkState) -> None:
     path = state_path(lab_dir, state.endpoint)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=1))
-    tmp.replace(path)  # readers never see half a file
+    replace_file(path, state.model_dump_json(indent=1))  # readers never see half a file
 
 
 def remove(lab_dir: Path, endpoint: Endpoint) -> None:
