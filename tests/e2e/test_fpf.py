@@ -7,7 +7,6 @@ spine in each plane while host3 -> host4 stays below leaf2.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 
@@ -32,6 +31,7 @@ pytestmark = pytest.mark.e2e
 PLANES = set(range(8))
 HOSTS = ("host1", "host2", "host3", "host4")
 RATE = 2000
+TRIALS = 5  # of the gray-plane test: each is lost to a BFD drop about one time in ten
 INTERVAL_MS = 1000 / RATE
 
 
@@ -118,31 +118,31 @@ def test_a_gray_plane_is_drained_within_a_second_and_restored_when_clean(lab, fa
     any plausible odds), back once a whole window of probes went through cleanly.
 
     At 5% loss BFD echo (every 50 ms) does lose three in a row now and then: 0.5-2 of the
-    plane's host sessions drop a minute, a few in a hundred trials. Where host1's or host3's
-    does, the trial tests BFD rather than the probes, so it is undone and run again with the
-    same checks. Another host's drop is named with the rest: its route is gone."""
+    plane's sessions drop a minute, one trial in ten or so. Any such trial tests BFD rather
+    than the probes: host1's or host3's drop steers the flow itself, and another host's makes
+    the restore wait for its BGP session as well (its verdicts count towards plane 6's return
+    everywhere). So the trial is undone and run again with the same checks."""
     schedule = probe_timing(lab.plan)
     gray = "plane 6 loses 5%"
-    ends = ("host1", "host3")
-    for trial in (1, 2, 3):
-        dropped = sessions_dropped(lab, ends)
+    leaves = ("p6-leaf1", "p6-leaf2")  # between them, every session of plane 6
+    for trial in range(1, TRIALS + 1):
+        dropped = sessions_dropped(lab, leaves)
         result = traffic.flow("host1", "host3", count=6_000, rate_pps=RATE,
                               actions=[(0.5, gray, lambda: faults.plane_loss(6, 5))])
         _, switched_ms = switch_after_fault(lab, faults, "host1", "host3")
         planes = spray_status(lab, lab.plan.node("host1"))["planes"]
         drained = traffic.flow("host1", "host3", count=2_000, rate_pps=RATE)
-        if sessions_dropped(lab, ends) == dropped:
+        if sessions_dropped(lab, leaves) == dropped:
             break
-        print(f"trial {trial}: BFD dropped {sessions_dropped(lab, ends) - dropped} session(s) "
-              "of host1 or host3")
+        print(f"trial {trial}: BFD dropped {sessions_dropped(lab, leaves) - dropped} "
+              "session(s) of plane 6")
         faults.undo(faults.history[-1])
         wait_spray(lab, timeout=60)
     else:
-        pytest.fail("BFD dropped a session of host1 or host3 under 5% loss in 3 trials running")
+        pytest.fail(f"BFD dropped a session of plane 6 under 5% loss in {TRIALS} trials running")
     assert switched_ms <= 1000, f"{result}; drained {switched_ms:.0f} ms after the fault"
     assert result.last_loss_s is None or result.last_loss_s - result.marks[gray] <= 1.0, result
-    assert re.fullmatch(r"7/8 active: 0-5,7; plane 6 out: (data-plane loss|route gone \(\d "
-                        r"hosts?\), data-plane loss \(\d hosts?\))", planes), planes
+    assert planes == "7/8 active: 0-5,7; plane 6 out: data-plane loss", planes
     assert drained.lost == 0 and set(drained.per_plane) == PLANES - {6}, drained
     with WakeupLateness() as load:
         faults.undo(faults.history[-1])
@@ -152,7 +152,8 @@ def test_a_gray_plane_is_drained_within_a_second_and_restored_when_clean(lab, fa
     # the window's last loss slides out, the next round says so, the agent batches the join
     bound_s = (schedule.window * schedule.interval_us / 1e6 + schedule.detect_ms / 1000
                + JOIN_BATCH_S + WAIT_POLL_S + 2 * load.max_ms / 1000)
-    assert restored_s <= bound_s, f"back after {restored_s:.2f} s, bound {bound_s:.2f} s"
+    assert restored_s <= bound_s, (f"back after {restored_s:.2f} s, bound {bound_s:.2f} s; "
+                                   f"wake-up lateness {load.max_ms:.0f} ms")
 
 
 def test_a_stalled_host_drains_nothing(lab, traffic):
