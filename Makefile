@@ -20,7 +20,7 @@ DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e
 
 .PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean
 
-ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-mergeable
+ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable
 
 setup: debs $(VENV)/.installed $(ENGINES)
 
@@ -55,6 +55,11 @@ build/fl-bfd: harness/nodes/bfd/fl_bfd.c
 
 # The multi-plane host NIC's data-plane path check (harness/spray/probe.py).
 build/fl-probe: harness/spray/fl_probe.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+
+# The SAI dataplane's SRv6 path where the kernel has no seg6 (harness/sai/srv6_engine.py).
+build/fl-srv6: harness/sai/fl_srv6.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 

@@ -37,8 +37,10 @@ from harness.agent.orch import RouteOrch
 from harness.linux.files import replace_file
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
+from harness.sai import srv6_engine
 from harness.sai.capacity import PROFILES, CapacityProfile
 from harness.sai.kernel import SAI_TABLE, KernelBackend
+from harness.sai.seg6 import Srv6Setup
 from harness.sai.switch import SaiSwitch
 from harness.sai.trace import Trace
 from harness.sai.types import ObjectType
@@ -53,7 +55,8 @@ GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's d
 
 class Agent:
     def __init__(self, node_dir: Path, capacity: CapacityProfile, table: int = SAI_TABLE,
-                 port: int = FPM_PORT, config: Path | None = None) -> None:
+                 port: int = FPM_PORT, config: Path | None = None,
+                 srv6: Srv6Setup | None = None) -> None:
         self.node_dir = node_dir
         self.config_path = config or node_dir / CONFIG_FILE
         self.port = port
@@ -62,7 +65,8 @@ class Agent:
         # Block-buffered and written when idle (see serve): a line-buffered file made one
         # write call per SAI call, a tenth of a 10k-route download's time.
         self._trace_file = open(node_dir / "sai.log", "a")  # noqa: SIM115
-        self.sai = SaiSwitch(KernelBackend(table=table), capacity=capacity,
+        self.backend = KernelBackend(table=table, srv6=srv6)
+        self.sai = SaiSwitch(self.backend, capacity=capacity,
                              trace=Trace(sink=lambda line: self._trace_file.write(line + "\n")),
                              attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
                                     "SAI_SWITCH_ATTR_RESTART_WARM": True})
@@ -94,7 +98,7 @@ class Agent:
             channel.close()
         for link in links:
             name = link.get_attr("IFLA_IFNAME")
-            if name == "lo":
+            if name in ("lo", srv6_engine.TAP):  # the SRv6 engine's is the dataplane's own
                 continue
             status, port = self.sai.create(T.PORT, {
                 "SAI_PORT_ATTR_HW_LANE_LIST": [link["index"]],
@@ -264,6 +268,7 @@ class Agent:
             reasons.append("configuration document refused (see agent.log)")
         return {
             "pid": os.getpid(), "uptime_s": round(time.time() - self.started, 1),
+            "srv6": self.backend.seg6.name if self.backend.seg6_chosen else "none yet",
             "fpm_connected": self.fpm is not None, "fpm_connections": self.connections,
             "replaying": self.replay_until is not None, "fpm_messages": self.messages,
             "routes_wanted": len(self.orch.wanted), "routes_programmed": len(self.orch.programmed),
@@ -342,11 +347,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", choices=sorted(PROFILES), default="linux")
     parser.add_argument("--config", type=Path, help="the configuration document (default: "
                         f"NODE_DIR/{CONFIG_FILE})")
+    parser.add_argument("--srv6-engine", required=True, help="the fl-srv6 program, for where "
+                        "the kernel has no seg6")
+    parser.add_argument("--srv6-path", choices=("auto", "kernel", "userspace"), default="auto")
     args = parser.parse_args(argv)
     logging.basicConfig(filename=args.node_dir / "agent.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    agent = Agent(args.node_dir, PROFILES[args.capacity], args.table, args.port, args.config)
+    srv6 = Srv6Setup(args.node_dir, args.srv6_engine, args.srv6_path)
+    agent = Agent(args.node_dir, PROFILES[args.capacity], args.table, args.port, args.config,
+                  srv6)
     agent.boot()
     # A FIB is many long-lived objects: the cyclic GC rescanning them took a quarter of a
     # 10k-route download. Boot's objects leave its scans; young collections run less often.

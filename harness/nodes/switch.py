@@ -25,6 +25,7 @@ from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.linux.processes import kill_and_reap
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
+from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan
 from harness.topology.render_sai import sai_config
@@ -78,8 +79,9 @@ def start_agent(lab: LabContext, node: str, capacity: str = "linux") -> int:
     frr, runtime = frr_of(lab, node), lab.runtime
     (frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
     out = frr.workdir / "agent.out"
-    pid = runtime.spawn(node, runtime.python("harness.agent", "--node-dir", str(frr.workdir),
-                                             "--capacity", capacity), out, f"{node}/sai-agent")
+    pid = runtime.spawn(node, runtime.python(
+        "harness.agent", "--node-dir", str(frr.workdir), "--capacity", capacity,
+        "--srv6-engine", runtime.program(srv6_engine.ENGINE)), out, f"{node}/sai-agent")
     deadline = time.monotonic() + AGENT_START_S
     while True:
         try:

@@ -2,14 +2,14 @@
 
 What reaches the kernel:
 - next hop (IP) -> a nexthop object `id N via IP dev PORT`; (SRv6 SID list) -> a nexthop
-  object with `encap seg6 mode encap segs ...`;
+  object that encapsulates (seg6.py: the kernel's seg6, or the userspace engine's);
 - next-hop group + members -> a group nexthop object `group A,wA/B,wB` (kernel weight = SAI
   weight), built when a route first uses it and rebuilt (never edited) when members change;
   an empty group has no kernel object and routes to it are blackholes;
 - route entry -> a route in the SAI table (`table 200 proto 250`) by `nhid`, or `dev PORT`
   for a router-interface next hop (connected subnet), or `blackhole` for DROP;
-- neighbor entry -> a permanent neighbor; my-SID entry -> a `seg6local` route (End, End.X,
-  End.DT6) in the SAI table; port admin state and MTU -> the link; port counters <- link
+- neighbor entry -> a permanent neighbor; my-SID entry -> a `seg6local` route (or one to the
+  userspace engine) in the SAI table; port admin state and MTU -> the link; port counters <- link
   stats64; queue counters <- the statistics of the port's root qdisc (queue 0 only: Linux has
   one queue per port here unless a classful qdisc is installed).
 What stays in SAI only (validated and kept, no kernel equivalent here): buffer pools and
@@ -18,17 +18,18 @@ profiles (xoff/headroom), DSCP->TC and TC->queue maps, router interface MAC/MTU.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 from ipaddress import ip_address
 from typing import Any
 
+from harness.errors import LabError
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
 from harness.linux.rtnl_route import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
 from harness.sai.backend import Discovery, ObjectView, Op, Ref
 from harness.sai.netlink import (
-    LWTUNNEL_ENCAP_SEG6,
     NLM_F_CREATE,
     NLM_F_EXCL,
     NLM_F_REPLACE,
@@ -39,7 +40,6 @@ from harness.sai.netlink import (
     nhmsg,
     pack_address,
     pack_group,
-    pack_seg6_encap,
     route_encoder,
     rtmsg_nh,
     unpack_address,
@@ -55,9 +55,19 @@ from harness.sai.records import (
     RouterInterface,
     Srv6SidList,
 )
+from harness.sai.seg6 import Seg6, Srv6Setup, choose
 from harness.sai.status import Status
-from harness.sai.types import NULL_OID, IpPrefix, NeighborKey, ObjectType, RouteKey, oid_type
+from harness.sai.types import (
+    NULL_OID,
+    IpPrefix,
+    NeighborKey,
+    ObjectType,
+    RouteKey,
+    format_oid,
+    oid_type,
+)
 
+log = logging.getLogger(__name__)
 SAI_TABLE = 252  # the FIB the agent programs; ip rules make it the one that forwards
 RTPROT_SAI = 250  # protocol of every route and nexthop this backend owns
 NH_ID_BASE = 1 << 30  # kernel nexthop ids of SAI objects; zebra counts up from 1
@@ -68,9 +78,6 @@ _ERRNO_STATUS = {17: Status.ITEM_ALREADY_EXISTS, 2: Status.ITEM_NOT_FOUND,
                  95: Status.NOT_SUPPORTED}
 _GONE = {2, 3}  # ENOENT, ESRCH: what a delete of something the kernel already removed gets
 _REPAIRABLE = _GONE | {22}  # a route whose nexthop the kernel dropped (see _repair)
-_SEG6LOCAL_ACTION = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
-                     "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
-                     "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT6": "End.DT6"}
 _PORT_STATS = {"SAI_PORT_STAT_IF_IN_OCTETS": "rx_bytes",
                "SAI_PORT_STAT_IF_IN_UCAST_PKTS": "rx_packets",
                "SAI_PORT_STAT_IF_IN_DISCARDS": "rx_dropped",
@@ -88,9 +95,12 @@ def _status(err: int) -> Status:
 class KernelBackend:
     name = "kernel"
 
-    def __init__(self, netns_path: str | None = None, table: int = SAI_TABLE) -> None:
+    def __init__(self, netns_path: str | None = None, table: int = SAI_TABLE,
+                 srv6: Srv6Setup | None = None) -> None:
         self.netns_path = netns_path
         self.table = table
+        self.srv6 = srv6
+        self._seg6: Seg6 | None = None
         self.channel = Channel(netns_path)
         self.view: ObjectView | None = None
         self.handles: dict[int, int] = {}  # SAI oid -> kernel nexthop id
@@ -99,6 +109,17 @@ class KernelBackend:
 
     def bind(self, view: ObjectView) -> None:
         self.view = view
+
+    @property
+    def seg6_chosen(self) -> bool:
+        return self._seg6 is not None
+
+    @property
+    def seg6(self) -> Seg6:
+        """The SRv6 path, chosen when the first SRv6 object arrives."""
+        if self._seg6 is None:
+            self._seg6 = choose(self.netns_path, self.table, self.srv6)
+        return self._seg6
 
     def close(self) -> None:
         self.channel.close()
@@ -141,6 +162,8 @@ class KernelBackend:
             return self._my_sid(op)
         if isinstance(record, Srv6SidList) and op.api == "set":
             return self._reprogram_users(op.ref)  # type: ignore[arg-type]
+        if isinstance(record, Srv6SidList) and op.api == "remove":
+            self.seg6.forget_list(op.ref)  # type: ignore[arg-type]
         if op.api == "remove" and isinstance(op.ref, int):
             self.handles.pop(op.ref, None)
         return Status.SUCCESS  # state kept in SAI only (see module docstring)
@@ -225,17 +248,20 @@ class KernelBackend:
         hop: NextHop = op.new  # type: ignore[assignment]
         msg = nhmsg()
         msg["protocol"] = RTPROT_SAI
-        attrs: list[tuple[str, Any]] = [("NHA_ID", self._handle(oid)),
-                                        ("NHA_OIF", self._lane_of_rif(hop.router_interface_id))]
+        attrs: list[tuple[str, Any]] = [("NHA_ID", self._handle(oid))]
+        oif = self._lane_of_rif(hop.router_interface_id)
         if hop.type == "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST":
             assert self.view is not None
             sids: Srv6SidList = self.view.record(hop.srv6_sidlist_id)  # type: ignore[assignment]
             msg["family"] = socket.AF_INET6
-            attrs += [("NHA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6),
-                      ("NHA_ENCAP_NESTED", pack_seg6_encap(sids.segment_list))]
+            try:
+                attrs += self.seg6.next_hop_attrs(hop.srv6_sidlist_id, sids, oif)
+            except LabError as exc:
+                log.error("SRv6 next hop %s: %s", format_oid(oid), exc)
+                return Status.FAILURE
         else:
             msg["family"] = socket.AF_INET6 if hop.ip.version == 6 else socket.AF_INET
-            attrs.append(("NHA_GATEWAY", pack_address(str(hop.ip))))
+            attrs += [("NHA_OIF", oif), ("NHA_GATEWAY", pack_address(str(hop.ip)))]
         msg["attrs"] = attrs
         return _status(self.channel.request(msg, RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE))
 
@@ -335,26 +361,18 @@ class KernelBackend:
         return Status.SUCCESS
 
     def _my_sid(self, op: Op) -> Status:
-        key = op.ref
-        sid = f"{key.sid}/128"  # type: ignore[union-attr]
-        with netlink(self.netns_path) as ip:
-            if op.new is None:
-                ip.route("del", dst=sid, table=self.table)
-                return Status.SUCCESS
-            entry: MySidEntry = op.new  # type: ignore[assignment]
-            encap: dict[str, Any] = {"type": "seg6local",
-                                     "action": _SEG6LOCAL_ACTION[entry.endpoint_behavior]}
-            oif = ip.link_lookup(ifname="lo")[0]
-            if entry.next_hop_id != NULL_OID:
-                assert self.view is not None
-                hop: NextHop = self.view.record(entry.next_hop_id)  # type: ignore[assignment]
-                encap["nh6"] = str(hop.ip)
-                oif = self._lane_of_rif(hop.router_interface_id)
-            if entry.endpoint_behavior.endswith("_DT6"):
-                encap["table"] = self.table
-            ip.route("replace", dst=sid, table=self.table, proto=RTPROT_SAI, oif=oif,
-                     encap=encap)
-        return Status.SUCCESS
+        entry: MySidEntry | None = op.new  # type: ignore[assignment]
+        hop: NextHop | None = None
+        oif = 0
+        if entry is not None and entry.next_hop_id != NULL_OID:
+            assert self.view is not None
+            hop = self.view.record(entry.next_hop_id)  # type: ignore[assignment]
+            oif = self._lane_of_rif(hop.router_interface_id)  # type: ignore[union-attr]
+        try:
+            return self.seg6.my_sid(op.ref.sid, entry, hop, oif)  # type: ignore[union-attr]
+        except LabError as exc:
+            log.error("my-SID %s: %s", op.ref, exc)
+            return Status.FAILURE
 
     # -- counters -------------------------------------------------------------------------
 

@@ -31,7 +31,9 @@ RTM_NEWNEXTHOP, RTM_DELNEXTHOP, RTM_GETNEXTHOP = 104, 105, 106
 NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
 NHA_ID, NHA_GROUP, NHA_BLACKHOLE, NHA_OIF, NHA_GATEWAY = 1, 2, 4, 5, 6
 LWTUNNEL_ENCAP_SEG6 = 5
-SEG6_IPTUN_MODE_ENCAP = 1
+# seg6_iptunnel.h's modes, by the SAI SID list type that asks for each
+SEG6_IPTUN_MODES = {"SAI_SRV6_SIDLIST_TYPE_INSERT": 0, "SAI_SRV6_SIDLIST_TYPE_ENCAPS": 1,
+                    "SAI_SRV6_SIDLIST_TYPE_ENCAPS_RED": 3}
 _GROUP_ENTRY = struct.Struct("=IBBH")  # struct nexthop_grp: id, weight-1, resvd1, resvd2
 
 
@@ -85,15 +87,21 @@ def unpack_address(data: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET6 if len(data) == 16 else socket.AF_INET, data)
 
 
-def pack_seg6_encap(segments: tuple[IPv6Address, ...]) -> bytes:
-    """NHA_ENCAP for `encap seg6 mode encap segs ...`: a nested SEG6_IPTUNNEL_SRH attribute.
+def pack_seg6_encap(segments: tuple[IPv6Address, ...], sid_list_type: str) -> bytes:
+    """NHA_ENCAP for `encap seg6 mode encap|encap.red|inline segs ...`: a nested
+    SEG6_IPTUNNEL_SRH attribute.
 
-    The SRH lists segments last-first (RFC 8754), so the first SID is segments[n-1].
+    The SRH lists segments last-first (RFC 8754), so the first SID is segments[n-1]. Inline
+    (H.Insert) keeps Segment List[0] for the packet's own destination, which the kernel
+    writes there; a reduced encapsulation is given the whole list and reduces it itself.
     """
-    n = len(segments)
+    listed = tuple(reversed(segments))
+    if sid_list_type == "SAI_SRV6_SIDLIST_TYPE_INSERT":
+        listed = (IPv6Address(0), *listed)
+    n = len(listed)
     srh = struct.pack("=BBBBBBH", 0, 2 * n, 4, n - 1, n - 1, 0, 0)
-    srh += b"".join(s.packed for s in reversed(segments))
-    payload = struct.pack("=i", SEG6_IPTUN_MODE_ENCAP) + srh
+    srh += b"".join(s.packed for s in listed)
+    payload = struct.pack("=i", SEG6_IPTUN_MODES[sid_list_type]) + srh
     return RTATTR.pack(4 + len(payload), 1) + payload
 
 

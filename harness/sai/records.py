@@ -286,7 +286,8 @@ class Srv6SidList(Record):
 
 @dataclass(frozen=True)
 class MySidEntry(Record):
-    """A local SID: End, End.X (with the next hop to cross to) or End.DT6 (into a VRF)."""
+    """A local SID: End, End.X (with the next hop to cross to), End.DT6 (into a VRF), or
+    End.DX6 / End.DX4 (decapsulate and cross to the next hop)."""
 
     TYPE = T.MY_SID_ENTRY
     ATTRS = (attr("SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR", "endpoint_behavior",
@@ -301,8 +302,10 @@ class MySidEntry(Record):
     packet_action: str = "SAI_PACKET_ACTION_FORWARD"
 
     def problem(self) -> str | None:
-        if self.endpoint_behavior.endswith("_X") and self.next_hop_id == NULL_OID:
-            return "End.X needs SAI_MY_SID_ENTRY_ATTR_NEXT_HOP_ID"
+        crosses = self.endpoint_behavior.rpartition("_")[2] in ("X", "DX6", "DX4")
+        if crosses and self.next_hop_id == NULL_OID:
+            return (f"End.{self.endpoint_behavior.rpartition('_')[2]} needs "
+                    "SAI_MY_SID_ENTRY_ATTR_NEXT_HOP_ID")
         if self.endpoint_behavior.endswith("_DT6") and self.vrf == NULL_OID:
             return "End.DT6 needs SAI_MY_SID_ENTRY_ATTR_VRF"
         return None

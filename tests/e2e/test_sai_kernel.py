@@ -148,8 +148,9 @@ def srv6_next_hop(sw: SaiSwitch, rif: int) -> tuple[Status, int, int]:
 
 
 def test_without_the_kernels_srv6_the_objects_are_not_supported(netns: str) -> None:
-    """The fallback where the kernel has no seg6 (some cloud kernels): SAI says so for an
-    SRv6 next hop, as an ASIC without SRv6 would, and the kernel is left as it was."""
+    """A switch held to the kernel's SRv6 where the kernel has none (some cloud kernels; the
+    agent takes the userspace path there, test_srv6_dataplane.py): SAI says so for an SRv6
+    next hop, as an ASIC without SRv6 would, and the kernel is left as it was."""
     if has("seg6"):
         pytest.skip("this kernel has seg6: test_srv6_encap_and_my_sid_entries runs instead")
     sw, _, rif = switch(netns)

@@ -1,0 +1,191 @@
+"""How the kernel backend's SRv6 objects reach this kernel: its own seg6 and seg6local, or,
+where it has none (many cloud and VM kernels), the userspace engine fl-srv6.
+
+Both take the same SAI objects. A SID list's next hop is, in the kernel, a nexthop object
+with `encap seg6 mode encap|encap.red|inline`, or one via the engine's gateway for that list;
+a my-SID entry is a `seg6local` route, or a route via the engine's my-SID gateway plus the
+entry in the engine. Which one a switch uses is found by trying the kernel's once, in place
+(`choose`), and said in the agent's status.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from ipaddress import IPv6Address
+from pathlib import Path
+from typing import Any, Protocol
+
+from pyroute2.netlink.exceptions import NetlinkError
+
+from harness.errors import LabError
+from harness.linux.nsenter import netlink
+from harness.sai import srv6_engine
+from harness.sai.netlink import LWTUNNEL_ENCAP_SEG6, pack_address, pack_seg6_encap
+from harness.sai.records import MySidEntry, NextHop, Srv6SidList
+from harness.sai.status import Status
+
+RTPROT_SAI = 250
+PROBE_TABLE = 0xFFFE_0000  # no rule looks it up: trying seg6local there touches no traffic
+_BEHAVIOR = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
+             "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
+             "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT6": "End.DT6",
+             "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DX6": "End.DX6",
+             "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DX4": "End.DX4"}
+_MODE = {"SAI_SRV6_SIDLIST_TYPE_ENCAPS": "encap", "SAI_SRV6_SIDLIST_TYPE_ENCAPS_RED": "encap.red",
+         "SAI_SRV6_SIDLIST_TYPE_INSERT": "inline"}
+
+
+@dataclass(frozen=True)
+class Srv6Setup:
+    """Where a switch's SRv6 engine lives if it needs one, and which path to take: auto (the
+    kernel's if it has seg6 and seg6local), kernel, or userspace."""
+
+    directory: Path
+    program: str
+    path: str = "auto"
+
+
+class Seg6(Protocol):
+    name: str
+
+    def next_hop_attrs(self, sid_list: int, sids: Srv6SidList, oif: int) -> list[tuple[str, Any]]:
+        """The nexthop object's attributes (beyond its id) for a next hop into `sids`."""
+
+    def forget_list(self, sid_list: int) -> None: ...
+
+    def my_sid(self, sid: IPv6Address, entry: MySidEntry | None, hop: NextHop | None,
+               oif: int) -> Status:
+        """Program (entry) or remove (None) a my-SID entry; `hop`/`oif`: where End.X and
+        End.DX* cross to."""
+
+
+class KernelSeg6:
+    def __init__(self, netns_path: str | None, table: int) -> None:
+        self.netns_path, self.table = netns_path, table
+        self.name = "kernel seg6"
+
+    def next_hop_attrs(self, sid_list: int, sids: Srv6SidList, oif: int) -> list[tuple[str, Any]]:
+        return [("NHA_OIF", oif), ("NHA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6),
+                ("NHA_ENCAP_NESTED", pack_seg6_encap(sids.segment_list, sids.type))]
+
+    def forget_list(self, sid_list: int) -> None:
+        pass  # the kernel holds the list only in the nexthops using it
+
+    def my_sid(self, sid: IPv6Address, entry: MySidEntry | None, hop: NextHop | None,
+               oif: int) -> Status:
+        with netlink(self.netns_path) as ip:
+            if entry is None:
+                ip.route("del", dst=f"{sid}/128", table=self.table)
+                return Status.SUCCESS
+            encap: dict[str, Any] = {"type": "seg6local",
+                                     "action": _BEHAVIOR[entry.endpoint_behavior]}
+            if hop is not None:
+                encap["nh4" if hop.ip.version == 4 else "nh6"] = str(hop.ip)
+            else:
+                oif = ip.link_lookup(ifname="lo")[0]
+            if entry.endpoint_behavior.endswith("_DT6"):
+                encap["table"] = self.table
+            ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=oif,
+                     encap=encap)
+        return Status.SUCCESS
+
+
+class UserspaceSeg6:
+    """The engine, started on first use (a switch without SRv6 runs none)."""
+
+    def __init__(self, netns_path: str | None, table: int, setup: Srv6Setup, why: str) -> None:
+        self.netns_path, self.table, self.setup = netns_path, table, setup
+        self.engine = srv6_engine.Engine(setup.directory)
+        self.name = f"userspace ({srv6_engine.ENGINE}): {why}"
+        self.indexes: dict[int, int] = {}  # SID list oid -> the engine's list index
+        self._tap: int | None = None
+
+    def _tap_index(self) -> int:
+        if self._tap is not None:
+            return self._tap
+        self.engine.start(self.setup.program, self._source(), self.netns_path)
+        with netlink(self.netns_path) as ip:
+            index = ip.link_lookup(ifname=srv6_engine.TAP)[0]
+            ip.link("set", index=index, IFLA_INET6_ADDR_GEN_MODE=1)  # none: no link-local
+            ip.link("set", index=index, state="up")
+            self._neighbour(ip, index, srv6_engine.MY_SID_INDEX)
+        self._tap = index
+        return index
+
+    def _source(self) -> IPv6Address:
+        """The encapsulations' outer source: the loopback's global IPv6 address, as SRv6
+        routers use."""
+        with netlink(self.netns_path) as ip:
+            found = [(a["index"], a.get_attr("IFA_ADDRESS")) for a in ip.get_addr(
+                family=socket.AF_INET6) if a["scope"] == 0]
+            lo = ip.link_lookup(ifname="lo")
+        ordered = sorted(found, key=lambda item: item[0] not in lo)
+        if not ordered:
+            raise LabError("SRv6 needs a global IPv6 address on the switch (its loopback's "
+                           "is the encapsulations' source)")
+        return IPv6Address(ordered[0][1])
+
+    @staticmethod
+    def _neighbour(ip: Any, tap: int, index: int) -> None:
+        ip.neigh("replace", dst=str(srv6_engine.gateway(index)), ifindex=tap,
+                 lladdr=srv6_engine.mac(index), state=0x80)  # NUD_PERMANENT
+
+    def next_hop_attrs(self, sid_list: int, sids: Srv6SidList, oif: int) -> list[tuple[str, Any]]:
+        tap = self._tap_index()
+        index = self.indexes.get(sid_list)
+        if index is None:
+            used = set(self.indexes.values())
+            index = next(i for i in range(1, srv6_engine.MAX_LISTS + 1) if i not in used)
+        segments = ",".join(str(s) for s in sids.segment_list)
+        self.engine.command(f"list {index} {_MODE[sids.type]} {segments}")
+        self.indexes[sid_list] = index
+        with netlink(self.netns_path) as ip:
+            self._neighbour(ip, tap, index)
+        return [("NHA_OIF", tap), ("NHA_GATEWAY", pack_address(str(srv6_engine.gateway(index))))]
+
+    def forget_list(self, sid_list: int) -> None:
+        index = self.indexes.pop(sid_list, None)
+        if index is not None:
+            self.engine.command(f"nolist {index}")
+
+    def my_sid(self, sid: IPv6Address, entry: MySidEntry | None, hop: NextHop | None,
+               oif: int) -> Status:
+        tap = self._tap_index()
+        with netlink(self.netns_path) as ip:
+            if entry is None:
+                ip.route("del", dst=f"{sid}/128", table=self.table)
+                self.engine.command(f"nosid {sid}")
+                return Status.SUCCESS
+            crossing = f" {hop.ip} {oif}" if hop is not None else ""
+            self.engine.command(f"sid {sid} {_BEHAVIOR[entry.endpoint_behavior]}{crossing}")
+            ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=tap,
+                     gateway=str(srv6_engine.gateway(srv6_engine.MY_SID_INDEX)))
+        return Status.SUCCESS
+
+
+def kernel_refuses(netns_path: str | None) -> str | None:
+    """Why this kernel cannot hold SRv6 objects (None if it can): one seg6 nexthop and one
+    seg6local route are added where nothing uses them, and removed."""
+    probe = IPv6Address("fe80::53:ffff")
+    with netlink(netns_path) as ip:
+        lo = ip.link_lookup(ifname="lo")[0]
+        try:
+            ip.route("add", dst=f"{probe}/128", table=PROBE_TABLE, oif=lo,
+                     encap={"type": "seg6local", "action": "End"})
+            ip.route("del", dst=f"{probe}/128", table=PROBE_TABLE)
+            ip.route("add", dst=f"{probe}/128", table=PROBE_TABLE, oif=lo,
+                     encap={"type": "seg6", "mode": "encap", "segs": str(probe)})
+            ip.route("del", dst=f"{probe}/128", table=PROBE_TABLE)
+        except NetlinkError as exc:
+            return f"the kernel refuses seg6 ({exc.args[1] if len(exc.args) > 1 else exc})"
+    return None
+
+
+def choose(netns_path: str | None, table: int, setup: Srv6Setup | None) -> Seg6:
+    """The kernel's seg6 where it works (or is asked for), else the engine."""
+    if setup is None or setup.path == "kernel":
+        return KernelSeg6(netns_path, table)
+    why = "asked for" if setup.path == "userspace" else kernel_refuses(netns_path)
+    return KernelSeg6(netns_path, table) if why is None else \
+        UserspaceSeg6(netns_path, table, setup, why)
