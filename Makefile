@@ -111,6 +111,7 @@ bench: setup
 	$(PY) bench/impair.py
 	$(PY) bench/fib.py
 	$(PY) bench/fpf.py
+	$(PY) bench/srv6.py
 
 # What is too long for CI, one report in reports/nightly-<time>/ (bench/nightly.py): the
 # impairment e2e on the netem path in a VM booted with Debian's stock kernel (images/vm.py;

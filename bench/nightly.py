@@ -39,6 +39,10 @@ STEPS = [
                        "tests/e2e/test_impair.py"],
          "the impairment e2e on the sch_netem path, in a VM booted with Debian's stock kernel "
          "(this host's kernel has no netem)"),
+    Step("srv6-e2e", [PY, "images/vm.py", "--", *IN_VM, "-k", "kernel",
+                      "tests/e2e/test_srv6_dataplane.py"],
+         "the SRv6 dataplane e2e on the kernel's seg6 path, in the stock-kernel VM (this host's "
+         "kernel has none: CI runs the userspace path)"),
     Step("chaos", [PY, "bench/chaos.py", "--trials", "100"],
          "100 SIGKILLs of deploy at random moments, each followed by destroy"),
     Step("deploy", [PY, "bench/deploy.py"], "deploy speed: netns, docker, Mininet, shell"),
@@ -46,6 +50,7 @@ STEPS = [
     Step("impair", [PY, "bench/impair.py"], "impairment accuracy and throughput"),
     Step("fib", [PY, "bench/fib.py"], "FIB download through the agent against zebra direct"),
     Step("fpf", [PY, "bench/fpf.py"], "fpf-64 deploy and plane failover"),
+    Step("srv6", [PY, "bench/srv6.py"], "SRv6 packets/s per engine against plain forwarding"),
     Step("switch-cost", [PY, "bench/switch_cost.py"],
          "a SAI switch against a plain FRR router, fpf-mini both ways"),
     Step("bag", [PY, "bench/bag.py", "--reuse"],
