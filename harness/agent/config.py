@@ -57,7 +57,11 @@ CREATED = (T.NEXT_HOP, T.NEXT_HOP_GROUP, T.NEXT_HOP_GROUP_MEMBER, T.SRV6_SIDLIST
            T.BUFFER_POOL, T.BUFFER_PROFILE, T.INGRESS_PRIORITY_GROUP, T.QOS_MAP)
 CONFIGURABLE = (*BOUND, *KEYED, *CREATED)
 # What a warm start reads back from the kernel besides routes, so it is claimed, not made.
-IN_KERNEL = (T.NEXT_HOP, T.NEXT_HOP_GROUP, T.NEXT_HOP_GROUP_MEMBER)
+IN_KERNEL = (T.NEXT_HOP, T.NEXT_HOP_GROUP, T.NEXT_HOP_GROUP_MEMBER, T.SRV6_SIDLIST,
+             T.MY_SID_ENTRY)
+# Made by the configuration only (zebra makes none): claimed whoever points at them, and
+# removed after a warm start when the configuration no longer declares them.
+CONFIG_ONLY = (T.SRV6_SIDLIST, T.MY_SID_ENTRY)
 
 
 class ConfigError(ValueError):
@@ -235,11 +239,11 @@ class ConfigOrch:
         route only a next hop nothing uses is taken. Returns them."""
         hints: dict[str, int] = {}
         for entry in entries.values():
-            target = entry.attrs.get("SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID")
             record = self.sai.record(_entry_key(self.sai, entry)) if entry.kind in KEYED else None
-            if isinstance(target, str) and record is not None:
-                hints[target] = record.next_hop_id  # type: ignore[attr-defined]
-        claimed: set[int] = set()
+            for name, target in entry.references.items():
+                if record is not None and name.endswith("_NEXT_HOP_ID"):
+                    hints[target] = getattr(record, RECORDS[entry.kind].BY_NAME[name].field)
+        claimed: set[Ref] = set()
         for key, entry in entries.items():
             if entry.kind not in IN_KERNEL:
                 continue
@@ -248,16 +252,34 @@ class ConfigOrch:
                 continue
             status, want = build(entry.kind, attrs)
             alike = [oid for oid, record in self.sai.objects(entry.kind).items()
-                     if record == want and oid not in claimed]
+                     if record == want and oid not in claimed
+                     and (entry.kind not in KEYED or oid == _entry_key(self.sai, entry))]
             hint = hints.get(key)
             # Unhinted, only what nothing uses: a next hop alike in content may be zebra's,
             # in its groups, and taking it would take it from them.
             pick = hint if hint in alike else None if entry.kind is T.NEXT_HOP_GROUP else \
+                next(iter(alike), None) if entry.kind in CONFIG_ONLY else \
                 next((oid for oid in alike if not self.sai.refcount(oid)), None)
             if status.ok and pick is not None:
                 self.refs[key], self.applied[key] = pick, entry
-                claimed.add(pick)  # type: ignore[arg-type]
-        return claimed
+                claimed.add(pick)
+        for sid in [k for k in self.sai.objects(T.MY_SID_ENTRY) if k not in claimed]:
+            self.sai.remove(sid)  # a SID the document dropped while the agent was down
+        return {ref for ref in claimed if isinstance(ref, int)}
+
+    def collect(self) -> int:
+        """Remove what a warm start read back and the configuration did not claim, once
+        nothing points at it: SRv6 next hops (their routes go with zebra's stale sweep), then
+        SID lists. Returns how many went."""
+        mine = set(self.refs.values())
+        gone = 0
+        for kind in (T.NEXT_HOP, T.SRV6_SIDLIST):
+            for oid, record in list(self.sai.objects(kind).items()):
+                srv6 = kind is T.SRV6_SIDLIST or getattr(record, "srv6_sidlist_id", 0)
+                if srv6 and oid not in mine and not self.sai.refcount(oid) \
+                        and self.sai.remove(oid).ok:
+                    gone += 1
+        return gone
 
     # -- the diff ---------------------------------------------------------------------------
 
@@ -270,6 +292,8 @@ class ConfigOrch:
             run.drop(key)
         for key, old in run.retired:
             run.remove(key, old, "the object it replaced")
+        if not dry_run:
+            self.collect()
         return run.changes
 
     def resolve(self, entry: Entry, refs: dict[str, Ref]) -> dict[str, Any] | None:

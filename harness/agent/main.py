@@ -233,6 +233,7 @@ class Agent:
         if self.replay_until is not None and time.monotonic() > self.replay_until:
             self.replay_until = None
             swept = self.orch.sweep_stale()
+            self.config.collect()  # SRv6 next hops only stale routes pointed at
             self.swept += swept
             self.log.info("replay settled: %d routes from zebra, %d stale removed, %d route "
                           "changes skipped as already programmed", len(self.orch.wanted), swept,

@@ -47,12 +47,28 @@ class Discovery:
     """Objects found in the hardware on a warm start, in the backend's own terms.
 
     next_hops: handle -> (ip, lane); groups: handle -> [(member handle, weight)];
-    routes: prefix -> ("nh", handle) | ("lane", lane) | ("drop", None).
+    routes: prefix -> ("nh", handle) | ("lane", lane) | ("drop", None);
+    sid_lists: SRv6 next hop's handle -> (segments, SID list type, lane, the list's handle);
+    my_sids: SID -> (behavior, (next hop ip, lane) for End.X and End.DX*, else None).
     """
 
     next_hops: dict[int, tuple[str, int]] = field(default_factory=dict)
     groups: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
     routes: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    sid_lists: dict[int, SidListFound] = field(default_factory=dict)
+    my_sids: dict[str, MySidFound] = field(default_factory=dict)
+
+
+class SidListFound(NamedTuple):
+    segments: tuple[str, ...]
+    type: str
+    lane: int
+    handle: int  # of the list itself where the hardware has one (the engine's index), else 0
+
+
+class MySidFound(NamedTuple):
+    behavior: str
+    crosses_to: tuple[str, int] | None  # (next hop ip, lane)
 
 
 class Backend(Protocol):

@@ -21,7 +21,8 @@
  * The control socket (SOCK_SEQPACKET) takes, all or nothing:
  *   sid SID BEHAVIOR [NEXTHOP IFINDEX]     BEHAVIOR: End End.X End.DT6 End.DX6 End.DX4
  *   nosid SID
- *   list N MODE SEG[,SEG...]               MODE: encap encap.red inline
+ *   list N MODE SEG[,SEG...] [PORT]        MODE: encap encap.red inline; PORT: kept for the
+ *                                          agent's warm start, which reads it back
  *   nolist N
  *   show                                   one line per SID and list with its counters
  */
@@ -103,6 +104,7 @@ struct sid {
 struct list {
     int used;
     enum mode mode;
+    int port;                        /* the SAI next hop's port, kept for the agent only */
     int n;
     struct in6_addr segs[MAX_SEGS];  /* in path order: segs[0] is visited first */
     struct counters c;
@@ -606,12 +608,12 @@ static int parse_sid(char **words, int n, char *err, size_t errlen)
 
 static int parse_list(char **words, int n, char *err, size_t errlen)
 {
-    if (n != 4)
-        return snprintf(err, errlen, "list N MODE SEG[,SEG...]"), -1;
+    if (n != 4 && n != 5)
+        return snprintf(err, errlen, "list N MODE SEG[,SEG...] [PORT]"), -1;
     int index = atoi(words[1]);
     if (index <= 0 || index >= MAX_LISTS)
         return snprintf(err, errlen, "list index %s is not in 1..%d", words[1], MAX_LISTS - 1), -1;
-    struct list l = {.used = 1};
+    struct list l = {.used = 1, .port = n == 5 ? atoi(words[4]) : 0};
     int m = 0;
     while (m < MODES && strcmp(words[2], MODE[m]))
         m++;
@@ -656,7 +658,7 @@ static void show(char *out, size_t size)
     }
     for (int i = 1; i < MAX_LISTS; i++)
         if (lists[i].used) {
-            fprintf(f, "list %d %s segs=", i, MODE[lists[i].mode]);
+            fprintf(f, "list %d %s port=%d segs=", i, MODE[lists[i].mode], lists[i].port);
             for (int k = 0; k < lists[i].n; k++)
                 fprintf(f, "%s%s", k ? "," : "", inet_ntop(AF_INET6, &lists[i].segs[k], a,
                                                            sizeof a));

@@ -400,7 +400,8 @@ class KernelBackend:
     # -- warm restart ---------------------------------------------------------------------
 
     def discover(self) -> Discovery:
-        """Everything this backend left in the kernel: its nexthops and SAI-table routes."""
+        """Everything this backend left in the kernel: its nexthops and SAI-table routes, and
+        the SRv6 objects among them (seg6.py reads those back on either path)."""
         found = Discovery()
         highest = NH_ID_BASE
         for msg in self.channel.dump(nhmsg(), RTM_GETNEXTHOP, nhmsg):
@@ -409,8 +410,11 @@ class KernelBackend:
                 continue
             highest = max(highest, handle)
             group, gateway = msg.get_attr("NHA_GROUP"), msg.get_attr("NHA_GATEWAY")
+            listed = self.seg6.sid_list_of(msg)
             if group:
                 found.groups[handle] = unpack_group(group)
+            elif listed is not None:
+                found.sid_lists[handle] = listed
             elif gateway and msg.get_attr("NHA_ENCAP") is None:
                 found.next_hops[handle] = (unpack_address(gateway), msg.get_attr("NHA_OIF"))
         self._next_id = highest + 1
@@ -418,8 +422,11 @@ class KernelBackend:
             request = rtmsg_nh()
             request["family"] = family
             for msg in self.channel.dump(request, RTM_GETROUTE, rtmsg_nh):
-                if (msg.get_attr("RTA_TABLE") != self.table or msg["proto"] != RTPROT_SAI
-                        or msg.get_attr("RTA_ENCAP_TYPE") is not None):
+                if msg.get_attr("RTA_TABLE") != self.table or msg["proto"] != RTPROT_SAI:
+                    continue
+                if (sid := self.seg6.my_sid_of(msg)) is not None:
+                    found.my_sids[sid[0]] = sid[1]
+                if sid is not None or msg.get_attr("RTA_ENCAP_TYPE") is not None:
                     continue
                 prefix = str(IpPrefix.parse(f"{msg.get_attr('RTA_DST') or _any(family)}/"
                                             f"{msg['dst_len']}"))
@@ -430,7 +437,9 @@ class KernelBackend:
         return found
 
     def adopt(self, ref: Ref, handle: int) -> None:
-        if isinstance(ref, int) and handle:
+        if isinstance(ref, int) and oid_type(ref) is ObjectType.SRV6_SIDLIST:
+            self.seg6.adopt_list(ref, handle)
+        elif isinstance(ref, int) and handle:
             self.handles[ref] = handle
             if oid_type(ref) is ObjectType.NEXT_HOP_GROUP:
                 self._live_groups.add(ref)

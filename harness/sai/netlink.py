@@ -105,6 +105,17 @@ def pack_seg6_encap(segments: tuple[IPv6Address, ...], sid_list_type: str) -> by
     return RTATTR.pack(4 + len(payload), 1) + payload
 
 
+def unpack_seg6_encap(data: bytes) -> tuple[tuple[IPv6Address, ...], str]:
+    """What pack_seg6_encap packed, read back from a dumped nexthop: (segments, SID list type)."""
+    mode, = struct.unpack_from("=i", data, 4)
+    last = data[8 + 4]
+    listed = [IPv6Address(data[16 + 16 * i:32 + 16 * i]) for i in range(last + 1)]
+    sid_list_type = next(t for t, m in SEG6_IPTUN_MODES.items() if m == mode)
+    if sid_list_type == "SAI_SRV6_SIDLIST_TYPE_INSERT":
+        listed = listed[1:]
+    return tuple(reversed(listed)), sid_list_type
+
+
 _RTMSG = struct.Struct("=IHHIIBBBBBBBBI")  # nlmsghdr + struct rtmsg
 _U32_ATTR = struct.Struct("=HHI")
 _FAMILY_OF_SIZE = {4: socket.AF_INET, 16: socket.AF_INET6}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from ipaddress import IPv6Address
+from ipaddress import IPv6Address, ip_address
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,7 +21,14 @@ from pyroute2.netlink.exceptions import NetlinkError
 from harness.errors import LabError
 from harness.linux.nsenter import netlink
 from harness.sai import srv6_engine
-from harness.sai.netlink import LWTUNNEL_ENCAP_SEG6, pack_address, pack_seg6_encap
+from harness.sai.backend import MySidFound, SidListFound
+from harness.sai.netlink import (
+    LWTUNNEL_ENCAP_SEG6,
+    pack_address,
+    pack_seg6_encap,
+    unpack_address,
+    unpack_seg6_encap,
+)
 from harness.sai.records import MySidEntry, NextHop, Srv6SidList
 from harness.sai.status import Status
 
@@ -34,6 +41,11 @@ _BEHAVIOR = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DX4": "End.DX4"}
 _MODE = {"SAI_SRV6_SIDLIST_TYPE_ENCAPS": "encap", "SAI_SRV6_SIDLIST_TYPE_ENCAPS_RED": "encap.red",
          "SAI_SRV6_SIDLIST_TYPE_INSERT": "inline"}
+_SAI_BEHAVIOR = {name: sai for sai, name in _BEHAVIOR.items()}
+_SAI_TYPE = {mode: sai for sai, mode in _MODE.items()}
+# seg6local.h's actions, for the behaviors SAI has here
+_SEG6LOCAL_ACTIONS = {1: "End", 2: "End.X", 5: "End.DX6", 6: "End.DX4", 7: "End.DT6"}
+LWTUNNEL_ENCAP_SEG6_LOCAL = 7
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,14 @@ class Seg6(Protocol):
         """Program (entry) or remove (None) a my-SID entry; `hop`/`oif`: where End.X and
         End.DX* cross to."""
 
+    def sid_list_of(self, msg: Any) -> SidListFound | None:
+        """A dumped nexthop object read back as a next hop into a SID list, if it is one."""
+
+    def my_sid_of(self, msg: Any) -> tuple[str, MySidFound] | None:
+        """A dumped SAI-table route read back as a my-SID entry, if it is one."""
+
+    def adopt_list(self, sid_list: int, handle: int) -> None: ...
+
 
 class KernelSeg6:
     def __init__(self, netns_path: str | None, table: int) -> None:
@@ -71,6 +91,29 @@ class KernelSeg6:
 
     def forget_list(self, sid_list: int) -> None:
         pass  # the kernel holds the list only in the nexthops using it
+
+    def adopt_list(self, sid_list: int, handle: int) -> None:
+        pass
+
+    def sid_list_of(self, msg: Any) -> SidListFound | None:
+        encap = msg.get_attr("NHA_ENCAP") or msg.get_attr("NHA_ENCAP_NESTED")
+        if msg.get_attr("NHA_ENCAP_TYPE") != LWTUNNEL_ENCAP_SEG6 or not encap:
+            return None
+        segments, sid_list_type = unpack_seg6_encap(encap)
+        return SidListFound(tuple(str(s) for s in segments), sid_list_type,
+                            msg.get_attr("NHA_OIF"), 0)
+
+    def my_sid_of(self, msg: Any) -> tuple[str, MySidFound] | None:
+        if msg.get_attr("RTA_ENCAP_TYPE") != LWTUNNEL_ENCAP_SEG6_LOCAL:
+            return None
+        encap = msg.get_attr("RTA_ENCAP")
+        action = _SEG6LOCAL_ACTIONS.get(encap.get_attr("SEG6_LOCAL_ACTION"))
+        if action is None:
+            return None
+        via = encap.get_attr("SEG6_LOCAL_NH6") or encap.get_attr("SEG6_LOCAL_NH4")
+        crosses_to = (str(via), msg.get_attr("RTA_OIF")) if action in ("End.X", "End.DX6",
+                                                                     "End.DX4") else None
+        return msg.get_attr("RTA_DST"), MySidFound(_SAI_BEHAVIOR[action], crosses_to)
 
     def my_sid(self, sid: IPv6Address, entry: MySidEntry | None, hop: NextHop | None,
                oif: int) -> Status:
@@ -100,6 +143,7 @@ class UserspaceSeg6:
         self.name = f"userspace ({srv6_engine.ENGINE}): {why}"
         self.indexes: dict[int, int] = {}  # SID list oid -> the engine's list index
         self._tap: int | None = None
+        self._found: srv6_engine.Shown | None = None  # what a warm start read back
 
     def _tap_index(self) -> int:
         if self._tap is not None:
@@ -138,7 +182,7 @@ class UserspaceSeg6:
             used = set(self.indexes.values())
             index = next(i for i in range(1, srv6_engine.MAX_LISTS + 1) if i not in used)
         segments = ",".join(str(s) for s in sids.segment_list)
-        self.engine.command(f"list {index} {_MODE[sids.type]} {segments}")
+        self.engine.command(f"list {index} {_MODE[sids.type]} {segments} {oif}")
         self.indexes[sid_list] = index
         with netlink(self.netns_path) as ip:
             self._neighbour(ip, tap, index)
@@ -148,6 +192,36 @@ class UserspaceSeg6:
         index = self.indexes.pop(sid_list, None)
         if index is not None:
             self.engine.command(f"nolist {index}")
+
+    def adopt_list(self, sid_list: int, handle: int) -> None:
+        self.indexes[sid_list] = handle
+
+    def _shown(self) -> srv6_engine.Shown:
+        """The running engine's tables (empty when none runs: then the kernel lost the
+        routes into its TAP too, with the TAP)."""
+        if self._found is None:
+            self._found = self.engine.show() if self.engine.answers() else srv6_engine.Shown()
+        return self._found
+
+    def sid_list_of(self, msg: Any) -> SidListFound | None:
+        gateway = msg.get_attr("NHA_GATEWAY")
+        index = _engine_index(unpack_address(gateway)) if gateway else None
+        listed = self._shown().lists.get(index) if index else None
+        if listed is None:
+            return None
+        return SidListFound(tuple(str(listed["segs"]).split(",")), _SAI_TYPE[str(listed["mode"])],
+                            int(listed["port"]), index)  # type: ignore[arg-type]
+
+    def my_sid_of(self, msg: Any) -> tuple[str, MySidFound] | None:
+        gateway = msg.get_attr("RTA_GATEWAY")
+        if gateway is None or _engine_index(gateway) != srv6_engine.MY_SID_INDEX:
+            return None
+        sid = msg.get_attr("RTA_DST")
+        shown = self._shown().sids.get(str(IPv6Address(sid)))
+        if shown is None:
+            return None
+        crosses_to = (str(shown["nexthop"]), int(shown["oif"])) if "nexthop" in shown else None
+        return sid, MySidFound(_SAI_BEHAVIOR[str(shown["behavior"])], crosses_to)
 
     def my_sid(self, sid: IPv6Address, entry: MySidEntry | None, hop: NextHop | None,
                oif: int) -> Status:
@@ -162,6 +236,13 @@ class UserspaceSeg6:
             ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=tap,
                      gateway=str(srv6_engine.gateway(srv6_engine.MY_SID_INDEX)))
         return Status.SUCCESS
+
+
+def _engine_index(gateway: str) -> int | None:
+    """The engine's index a next hop's gateway names (srv6_engine.gateway), else None."""
+    address = ip_address(gateway)
+    index = int(address) - int(srv6_engine.gateway(0))
+    return index if address.version == 6 and 0 <= index <= srv6_engine.MAX_LISTS else None
 
 
 def kernel_refuses(netns_path: str | None) -> str | None:

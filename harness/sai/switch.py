@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from ipaddress import ip_address
+from ipaddress import IPv6Address, ip_address
 from typing import Any
 
-from harness.sai.backend import Backend, Op, Ref
+from harness.sai.backend import Backend, Discovery, Op, Ref
 from harness.sai.capacity import CapacityProfile
 from harness.sai.faults import FaultPlan
 from harness.sai.records import (
     BufferProfile,
     IngressPriorityGroup,
+    MySidEntry,
     NextHop,
     NextHopGroup,
     NextHopGroupMember,
@@ -28,6 +29,7 @@ from harness.sai.records import (
     Record,
     RouteEntry,
     RouterInterface,
+    Srv6SidList,
     Switch,
     VirtualRouter,
     build,
@@ -438,6 +440,7 @@ class SaiSwitch:
                             NextHopGroupMember(next_hop_group_id=group,
                                                next_hop_id=by_handle[member], weight=weight))
             adopted += 1
+        adopted += self._adopt_srv6(found, by_handle)
         for prefix, (how, handle) in found.routes.items():
             target = (by_handle.get(handle) if how == "nh" else  # type: ignore[arg-type]
                       self.router_interface_of_lane(handle) if how == "lane" else None)  # type: ignore[arg-type]
@@ -451,6 +454,37 @@ class SaiSwitch:
             adopted += 1
         self.trace.record("warm", "adopt", self.switch_id, {},
                           Status.SUCCESS, f"{adopted} objects read back from {self.backend.name}")
+        return adopted
+
+    def _adopt_srv6(self, found: Discovery, by_handle: dict[int, int]) -> int:
+        """SID lists with the next hops into them, then my-SID entries (an End.X's or
+        End.DX*'s next hop is an adopted IP next hop, found by address and port)."""
+        adopted = 0
+        for handle, listed in found.sid_lists.items():
+            rif = self.router_interface_of_lane(listed.lane)
+            if rif is None:
+                continue
+            sids = self._adopt(T.SRV6_SIDLIST, listed.handle, Srv6SidList(
+                type=listed.type, segment_list=tuple(IPv6Address(s) for s in listed.segments)))
+            by_handle[handle] = self._adopt(T.NEXT_HOP, handle, NextHop(
+                type="SAI_NEXT_HOP_TYPE_SRV6_SIDLIST", router_interface_id=rif,
+                srv6_sidlist_id=sids))
+            adopted += 2
+        hops = {(r.ip, r.router_interface_id): oid for oid, r in self._objects[T.NEXT_HOP].items()
+                if isinstance(r, NextHop) and r.ip is not None}
+        for sid, (behavior, crosses_to) in found.my_sids.items():
+            hop = NULL_OID
+            if crosses_to is not None:
+                rif = self.router_interface_of_lane(crosses_to[1])
+                hop = hops.get((ip_address(crosses_to[0]), rif), NULL_OID)
+                if hop == NULL_OID:
+                    continue
+            entry = MySidEntry(endpoint_behavior=behavior, next_hop_id=hop,
+                               vrf=self.default_vr if behavior.endswith("_DT6") else NULL_OID)
+            key = MySidKey(self.default_vr, IPv6Address(sid))
+            self._store(key, entry)
+            self.backend.adopt(key, 0)
+            adopted += 1
         return adopted
 
     def _adopt(self, kind: ObjectType, handle: int, record: Record) -> int:

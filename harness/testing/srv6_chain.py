@@ -56,11 +56,14 @@ def sh(ns: str, *argv: str, check: bool = True) -> str:
 class Switch:
     """A SAI switch over one namespace's kernel, with a port and router interface per link."""
 
-    def __init__(self, ns: str, directory: Path, program: str, path: str) -> None:
-        directory.mkdir()
+    def __init__(self, ns: str, directory: Path, program: str, path: str,
+                 warm: bool = False) -> None:
+        """`warm`: a restarted switch, which reads back what the first left (warm_adopt)."""
+        directory.mkdir(exist_ok=True)
         self.backend = KernelBackend(f"{NETNS_RUN_DIR}/{ns}",
                                      srv6=Srv6Setup(directory, program, path))
-        self.sai = SaiSwitch(self.backend, attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True})
+        self.sai = SaiSwitch(self.backend, attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
+                                                  "SAI_SWITCH_ATTR_RESTART_WARM": warm})
         self.rif: dict[str, int] = {}
         for iface in ("a", "b"):
             lane = int(sh(ns, "cat", f"/sys/class/net/{iface}/ifindex"))
@@ -115,6 +118,12 @@ class Chain:
     names: dict[str, str]  # node -> namespace
     switches: dict[str, Switch]
     path: str
+    directory: Path
+
+    def restart(self, node: str) -> Switch:
+        """A new switch over `node`'s kernel (and engine), as a restarted agent makes."""
+        return Switch(self.names[node], self.directory / node, str(built(srv6_engine.ENGINE)),
+                      self.path, warm=True)
 
 
 @contextlib.contextmanager
@@ -155,4 +164,4 @@ def chain(path: str, directory: Path) -> Iterator[Chain]:
         switches = {node: Switch(names[node], directory / node, program, path)
                     for node in ("r1", "r2", "r3")}
         program_chain(switches)
-        yield Chain(names, switches, path)
+        yield Chain(names, switches, path, directory)

@@ -22,9 +22,11 @@ from scapy.utils import rdpcap
 from harness.kernel import feature, has
 from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
-from harness.sai.types import MySidKey
+from harness.sai.types import MySidKey, ObjectType
 from harness.testing import srv6_chain
 from harness.testing.srv6_chain import LOOPBACK, TO_R3_V4, TO_R3_V6, Chain, sh
+
+T = ObjectType
 
 pytestmark = pytest.mark.e2e
 
@@ -123,3 +125,38 @@ def test_the_engine_counts_and_a_removed_sid_stops_the_path(chain: Chain,
               TO_R3_V6[0]) == ""
     if chain.path == "userspace":
         assert TO_R3_V6[0] not in r2.show().sids
+
+
+def srv6_objects(sai) -> dict[str, list]:
+    """A switch's SRv6 state by content: SID lists, and my-SIDs with where they cross to."""
+    hops = sai.objects(T.NEXT_HOP)
+    return {"lists": sorted((r.type, r.segment_list) for r in sai.objects(
+                T.SRV6_SIDLIST).values()),
+            "sids": sorted((str(k.sid), r.endpoint_behavior,
+                            str(hops[r.next_hop_id].ip) if r.next_hop_id else None)
+                           for k, r in sai.objects(T.MY_SID_ENTRY).items()),
+            "routes": sorted(str(k.destination) for k, r in sai.objects(T.ROUTE_ENTRY).items()
+                             if getattr(hops.get(r.next_hop_id), "srv6_sidlist_id", 0))}
+
+
+def test_a_warm_restart_reads_the_srv6_state_back_and_keeps_it_working(chain: Chain) -> None:
+    """A restarted agent's switch holds the same SID lists, my-SIDs and SRv6 routes, read from
+    the kernel (and the engine), without touching them; then it can change them."""
+    def state(node: str) -> tuple[str, str]:
+        ns = chain.names[node]
+        engine = srv6_engine.Engine(chain.directory / node)
+        return (sh(ns, "ip", "-6", "route", "show", "table", str(SAI_TABLE)) +
+                sh(ns, "ip", "nexthop", "show"),
+                engine.request("show") if engine.answers() else "")
+    restarted = {}
+    for node, old in chain.switches.items():
+        before = state(node)
+        restarted[node] = chain.restart(node)
+        assert restarted[node].sai.warm_adopt() > 0
+        assert srv6_objects(restarted[node].sai) == srv6_objects(old.sai), node
+        assert state(node) == before, node
+    ping = ["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", "fd00:b::2"]
+    assert " 0% packet loss" in sh(chain.names["ha"], *ping, check=False)
+    sai = restarted["r2"].sai
+    assert sai.remove(MySidKey(sai.default_vr, IPv6Address(TO_R3_V6[0]))).ok
+    assert " 100% packet loss" in sh(chain.names["ha"], *ping, check=False)

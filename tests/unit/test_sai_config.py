@@ -14,11 +14,11 @@ import pytest
 
 from harness.agent.config import ConfigError, ConfigOrch, parse, read
 from harness.agent.orch import RouteOrch
-from harness.sai.backend import Discovery
+from harness.sai.backend import Discovery, MySidFound, SidListFound
 from harness.sai.fake import FakeBackend
-from harness.sai.records import NextHop, NextHopGroupMember, RouteEntry
+from harness.sai.records import MySidEntry, NextHop, NextHopGroupMember, RouteEntry, Srv6SidList
 from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, ObjectType, RouteKey
+from harness.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
 from tests.unit.test_agent import ETH1, ETH2, ecmp, route
 
 T = ObjectType
@@ -98,7 +98,19 @@ class Switch:
         rif_lane = {rif: lane for lane, rif in self.routes.rif_by_ifindex.items()}
         for oid, hop in self.sai.objects(T.NEXT_HOP).items():
             assert isinstance(hop, NextHop)
-            found.next_hops[oid] = (str(hop.ip), lanes[rif_lane[hop.router_interface_id]])
+            lane = lanes[rif_lane[hop.router_interface_id]]
+            sids = self.sai.record(hop.srv6_sidlist_id) if hop.srv6_sidlist_id else None
+            if isinstance(sids, Srv6SidList):
+                found.sid_lists[oid] = SidListFound(tuple(map(str, sids.segment_list)),
+                                                    sids.type, lane, 0)
+            else:
+                found.next_hops[oid] = (str(hop.ip), lane)
+        for key, sid in self.sai.objects(T.MY_SID_ENTRY).items():
+            assert isinstance(key, MySidKey) and isinstance(sid, MySidEntry)
+            hop = self.sai.record(sid.next_hop_id) if sid.next_hop_id else None
+            found.my_sids[str(key.sid)] = MySidFound(sid.endpoint_behavior, (
+                str(hop.ip), lanes[rif_lane[hop.router_interface_id]])  # type: ignore[union-attr]
+                if hop else None)
         for group in self.sai.objects(T.NEXT_HOP_GROUP):
             found.groups[group] = [(m.next_hop_id, m.weight)  # type: ignore[misc]
                                    for m in self.sai.members(group).values()]
@@ -239,6 +251,49 @@ def test_a_warm_restart_after_the_document_changed_applies_the_new_one(switch) -
     assert [str(h.ip) for h in hops] == ["10.1.0.3"]  # the old configured one swept
     assert not any(isinstance(m, NextHopGroupMember)
                    for m in fresh.sai.objects(T.NEXT_HOP_GROUP_MEMBER).values())
+
+
+SRV6 = {
+    "SRV6_SIDLIST|to-r3": {"SAI_SRV6_SIDLIST_ATTR_TYPE": "SAI_SRV6_SIDLIST_TYPE_ENCAPS",
+                           "SAI_SRV6_SIDLIST_ATTR_SEGMENT_LIST": ["fcbb:bbbb:2::e",
+                                                                 "fcbb:bbbb:3::d6"]},
+    "NEXT_HOP|te-r3": {"SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST",
+                       "SAI_NEXT_HOP_ATTR_SRV6_SIDLIST_ID": "SRV6_SIDLIST|to-r3",
+                       "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": "ROUTER_INTERFACE|eth1"},
+    "ROUTE_ENTRY|fd00:b::/64": {"SAI_ROUTE_ENTRY_ATTR_NEXT_HOP_ID": "NEXT_HOP|te-r3"},
+    "NEXT_HOP|adj-eth2": VIA_ETH2,
+    "MY_SID_ENTRY|fcbb:bbbb:1::e2": {
+        "SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR": "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X",
+        "SAI_MY_SID_ENTRY_ATTR_NEXT_HOP_ID": "NEXT_HOP|adj-eth2"},
+    "MY_SID_ENTRY|fcbb:bbbb:1::": {
+        "SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR": "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E"},
+}
+
+
+def test_a_warm_restart_claims_the_srv6_objects_and_writes_nothing(switch) -> None:
+    switch.apply(SRV6)
+    fresh = Switch(switch.discovery())
+    ports = len(fresh.backend.calls)
+    # the configured route is pinned again over whatever zebra may send; nothing else moves
+    assert fresh.boot(SRV6) == ["create ROUTE_ENTRY|fd00:b::/64 -> SAI_STATUS_SUCCESS"]
+    assert fresh.backend.calls[ports:] == []  # nothing reached the hardware
+    assert fresh.apply(SRV6) == []
+
+
+def test_srv6_objects_the_document_dropped_while_down_are_removed(switch) -> None:
+    """A restart must not orphan SRv6 state: what the new document no longer declares goes,
+    the SID at boot, the next hop and SID list once the stale route is swept."""
+    switch.apply(SRV6)
+    fresh = Switch(switch.discovery())
+    kept = {k: v for k, v in SRV6.items() if k in ("NEXT_HOP|adj-eth2",
+                                                   "MY_SID_ENTRY|fcbb:bbbb:1::e2")}
+    fresh.boot(kept)
+    assert [str(k.sid) for k in fresh.sai.objects(T.MY_SID_ENTRY)] == ["fcbb:bbbb:1::e2"]
+    assert fresh.sai.count(T.SRV6_SIDLIST) == 1  # its stale route still points at it
+    assert fresh.routes.sweep_stale() == 1  # zebra never had fd00:b::/64
+    assert fresh.config.collect() == 2
+    assert fresh.sai.count(T.SRV6_SIDLIST) == 0
+    assert [str(h.ip) for h in fresh.sai.objects(T.NEXT_HOP).values()] == ["10.1.0.3"]
 
 
 def test_a_failed_create_leaves_its_dependents_waiting_and_the_next_apply_retries(switch) -> None:
