@@ -12,6 +12,7 @@ from harness.errors import LabError
 
 SOCKET_NAME = "sai.sock"
 CONFIG_FILE = "sai-config.json"  # the configuration document (harness/agent/config.py)
+TE_FILE = "te-policies.json"  # the TE policies the switch heads (harness/agent/te.py)
 TIMEOUT_S = 10.0
 
 

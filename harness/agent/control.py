@@ -1,7 +1,8 @@
 """The agent's control socket: one JSON request per connection, one JSON answer.
 
 `labctl sai` and `labctl inspect` talk to it (harness/agent/client.py). Requests: {"cmd":
-"status" | "dump" | "counters" | "trace" | "fault" | "apply" | "config" | "cable", ...};
+"status" | "dump" | "counters" | "trace" | "fault" | "apply" | "config" | "cable" |
+"srv6", ...};
 `apply` makes the switch hold its configuration document (agent/config.py), `"dry_run":
 true` only says what that would change; `cable` measures "ports" to the agents at their far
 ends and sets their lossless headroom from it (agent/cable.py). The socket lives in the node
@@ -15,9 +16,12 @@ from ipaddress import IPv4Address, IPv6Address
 from typing import TYPE_CHECKING, Any
 
 from harness.sai.capacity import TABLES
-from harness.sai.records import Port
+from harness.sai.records import MySidEntry, Port, Srv6SidList
+from harness.sai.seg6 import UserspaceSeg6
 from harness.sai.status import Status
 from harness.sai.types import ObjectType, format_oid
+
+T = ObjectType
 
 if TYPE_CHECKING:
     from harness.agent.main import Agent
@@ -79,6 +83,29 @@ def fault(agent: Agent, request: dict[str, Any]) -> dict[str, Any]:
     return {"faults": agent.sai.faults.as_dict(), "capacity": agent.sai.capacity.as_dict()}
 
 
+def srv6(agent: Agent) -> dict[str, Any]:
+    """The switch's SRv6: its dataplane path, SIDs and SID lists (with the userspace engine's
+    packet counts; the kernel's seg6 keeps none), and its TE policies' state."""
+    seg6 = agent.backend.seg6
+    shown = seg6.engine.show() if isinstance(seg6, UserspaceSeg6) and seg6.engine.answers() \
+        else None
+    sids = {str(key.sid): {"behavior": record.endpoint_behavior.rsplit("_", 1)[1],
+                           **(shown.sids.get(str(key.sid), {}) if shown else {})}
+            for key, record in agent.sai.objects(T.MY_SID_ENTRY).items()
+            if isinstance(record, MySidEntry)}
+    lists = {}
+    for key, oid in agent.config.refs.items():
+        record = agent.sai.record(oid)
+        if not isinstance(record, Srv6SidList):
+            continue
+        engine_index = getattr(seg6, "indexes", {}).get(oid)
+        counts = shown.lists.get(engine_index, {}) if shown and engine_index else {}
+        lists[key.split("|", 1)[1]] = {"segments": [str(s) for s in record.segment_list],
+                                       **counts}
+    return {"path": seg6.name, "sids": sids, "lists": lists, "counted": shown is not None,
+            "te": agent.te.status()}
+
+
 def handle(agent: Agent, request: dict[str, Any]) -> Any:
     cmd = request.get("cmd")
     if cmd == "status":
@@ -102,6 +129,8 @@ def handle(agent: Agent, request: dict[str, Any]) -> Any:
                             for key, ref in agent.config.refs.items()},
                 "routes": sorted(str(p) for p in agent.orch.pinned),
                 "failed": dict(agent.config.failed)}
+    if cmd == "srv6":
+        return srv6(agent)
     raise ValueError(f"unknown command {cmd!r}")
 
 

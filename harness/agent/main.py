@@ -28,12 +28,13 @@ from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
 from harness.agent import cable
 from harness.agent.buffers import BufferOrch
-from harness.agent.client import CONFIG_FILE, SOCKET_NAME
+from harness.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE
 from harness.agent.config import Change, ConfigError, ConfigOrch, Entry, applied_path, read
 from harness.agent.control import answer
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.agent.orch import RouteOrch
+from harness.agent.te import TeOrch
 from harness.linux.files import replace_file
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
@@ -74,7 +75,9 @@ class Agent:
         self.config = ConfigOrch(self.sai, self.orch,
                                  bound={"VIRTUAL_ROUTER|default": self.sai.default_vr})
         self.config_error: str | None = None  # the document on disk could not be applied
+        self.entries: dict[str, Entry] = {}  # the document applied, tried again while it fails
         self.buffers = BufferOrch(self.sai, node_dir)
+        self.te = TeOrch(self.config, self.orch)
         self.port_names: dict[int, str] = {}
         self.fpm: socket.socket | None = None
         self.reader = FpmReader()
@@ -122,10 +125,11 @@ class Agent:
     def boot(self) -> None:
         self.create_ports()
         adopted = self.sai.warm_adopt()
-        entries = self._read_config()
+        entries = self.entries = self._read_config()
         claimed = self.config.claim(entries)
         self.orch.adopt(foreign=claimed)
         changes = self.config.apply(entries)
+        self.te.load(self.node_dir / TE_FILE)
         self.buffers.restore(self.ports_by_name)
         self.log.info("booted: %d ports, %d objects read back from the kernel (%d routes, %d "
                       "claimed by the configuration), %d configuration changes",
@@ -179,8 +183,10 @@ class Agent:
         entries, text = read(self.config_path, set(self.config.bound))  # ConfigError: raised
         changes = self.config.apply(entries, dry_run=dry_run)
         if not dry_run:
+            self.entries = entries
             self.config_error = None
             self._keep_applied(text)
+            self.te.load(self.node_dir / TE_FILE)
             for change in changes:
                 self.log.info("configuration: %s", change)
         return changes
@@ -238,6 +244,10 @@ class Agent:
             self.log.info("replay settled: %d routes from zebra, %d stale removed, %d route "
                           "changes skipped as already programmed", len(self.orch.wanted), swept,
                           self.orch.calls_saved)
+        if self.config.failed:  # e.g. a next hop the kernel refused while its address was new
+            for change in self.config.apply(self.entries):
+                self.log.info("configuration (retry): %s", change)
+        self.te.cover()
         before = len(self.orch.failed)
         self.orch.retry()
         if before and not self.orch.failed:
@@ -284,7 +294,7 @@ class Agent:
             "routes_overridden": self.orch.overridden, "config": self.config.status(),
             "lossless_headroom": {name: m.headroom(speeds[name] * 1_000_000).bytes
                                   for name, m in self.buffers.measured.items()},
-            "port_speeds": speeds,
+            "port_speeds": speeds, "te": self.te.status(),
             "state": "degraded" if reasons else "running", "reasons": reasons}
 
     # -- loop -----------------------------------------------------------------------------
@@ -308,7 +318,9 @@ class Agent:
                       control_path)
         next_tick = time.monotonic() + RETRY_S
         while True:
-            timeout = max(0.0, next_tick - time.monotonic())
+            if (probes := self.te.open()) is not None:
+                selector.register(probes, selectors.EVENT_READ, "te")
+            timeout = max(0.0, min(next_tick, self.te.next_due) - time.monotonic())
             if self.sai.trace.pending:
                 timeout = min(timeout, TRACE_IDLE_S)
             ready = selector.select(timeout)
@@ -321,8 +333,11 @@ class Agent:
                     self.read_fpm(selector)
                 elif key.data == "cable":
                     reflector.reflect()
+                elif key.data == "te":
+                    self.te.receive()
                 else:
                     self.serve_control(control)
+            self.te.tick()
             if time.monotonic() >= next_tick:
                 self.tick()
                 next_tick = time.monotonic() + RETRY_S

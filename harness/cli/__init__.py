@@ -22,11 +22,13 @@ from harness.cli import (
     lifecycle,
     netem,
     sai,
+    srv6,
 )
 from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, netem, sai, headroom, gen)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, netem, sai, srv6, headroom,
+                  gen)
 console = make_console(stderr=True)
 
 

@@ -13,4 +13,4 @@ LOG_WIDTH = 160  # piped output (CI logs, `make lab | tee`) would otherwise be c
 def make_console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", LOG_WIDTH))
-    return Console(stderr=stderr, width=width)
+    return Console(stderr=stderr, width=width, emoji=False)  # ":100:" in an address is no emoji

@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.agent.client import CONFIG_FILE, SOCKET_NAME, ask
+from harness.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE, ask
 from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.linux.processes import kill_and_reap
@@ -28,7 +28,7 @@ from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
 from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan
-from harness.topology.render_sai import sai_config
+from harness.topology.render_sai import sai_config, te_policies
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
@@ -124,8 +124,10 @@ class SaiKind(FrrKind):
         reconciles it with what zebra replays and with the document."""
         if fresh:
             install_rules(lab, node.name)
-            document = json.dumps(sai_config(node), indent=1, sort_keys=True)
+            document = json.dumps(sai_config(lab.plan, node), indent=1, sort_keys=True)
             (lab.node_dir(node.name) / CONFIG_FILE).write_text(document + "\n")
+            policies = json.dumps(te_policies(lab.plan, node), indent=1)
+            (lab.node_dir(node.name) / TE_FILE).write_text(policies + "\n")
         start_agent(lab, node.name)
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:

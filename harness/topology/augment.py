@@ -32,6 +32,7 @@ from harness.topology.plan import (
     Session,
 )
 from harness.topology.schema import IGNORED_NODE_KEYS, LinkSpec, NodeFields, Role
+from harness.topology.srv6 import plan_srv6
 from harness.topology.user_nodes import user_node
 from harness.topology.validate import split_endpoint, validate
 
@@ -41,7 +42,7 @@ DEFAULT_MTU = 1500
 # plan.py and needs nothing here. The rest is planned: ASNs and loopbacks (fabric nodes
 # only), binds resolved against the topology file.
 AS_WRITTEN = tuple(f for f in NodePlan.model_fields if f in NodeFields.model_fields
-                   and f not in {"asn", "loopback4", "loopback6", "binds"})
+                   and f not in {"asn", "loopback4", "loopback6", "binds", "locator"})
 _SHARED_ASN_OFFSET = {Role.superspine: 0, Role.spine: 100, Role.bag: 200}
 _UNIQUE_ASN_OFFSET = {Role.leaf: 1_000, Role.host: 10_000, Role.backbone: 20_000,
                       Role.scaleup: 30_000}
@@ -157,6 +158,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
                 node=local.node, peer=peer.node, local_ip=str(v4), peer_ip=str(peer4),
                 local_asn=asns[local.node], peer_asn=asns[peer.node], iface=local.iface,
                 passive=waits_for_peer(local.node, peer.node, nodes)))
+    srv6 = plan_srv6(loaded, nodes, interfaces, loopbacks)
     base = Path(src.file).parent
     node_plans = []
     for node_name, n in nodes.items():
@@ -166,7 +168,9 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         if node_name in fabric:
             v4, v6 = loopbacks[node_name]
             node_plans.append(NodePlan(**common, asn=asns[node_name], router_id=str(v4),
-                                       loopback4=str(v4), loopback6=str(v6)))
+                                       loopback4=str(v4), loopback6=str(v6),
+                                       locator=srv6.locators.get(node_name),
+                                       sids=srv6.sids.get(node_name, [])))
         else:
             node_plans.append(user_node(loaded, node_name, n, NodePlan(**common)))
             skipped = [c for c in n.exec if c not in node_plans[-1].exec]
@@ -179,7 +183,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         name=name or spec.name, source=str(Path(src.file).absolute()),
         keepalive=keepalive, hold=hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
-        damping=spec.bgp.damping,
+        damping=spec.bgp.damping, srv6=srv6.plan,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
                     offload=bfd.offload)

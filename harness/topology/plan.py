@@ -94,6 +94,40 @@ class Session(_Plain):
     passive: bool = False  # waits for the peer to open the connection (augment.waits_for_peer)
 
 
+class Sid(_Plain):
+    """One of an SRv6 router's SIDs; End.X and End.DX* cross `iface` to `nexthop`."""
+
+    sid: str
+    behavior: str  # End, End.X, End.DT6, End.DX4, End.DX6
+    iface: str | None = None
+    nexthop: str | None = None
+
+
+class PathPlan(_Plain):
+    """A policy's path compiled: the SID list, the nodes it crosses (headend first), the
+    headend's port towards the first, and the list its probes take (the same, ending at the
+    tail's End.DT6 so the probe comes back to the headend by plain routing)."""
+
+    segments: list[str]
+    hops: list[str]
+    iface: str
+    probe: list[str]
+
+
+class PolicyPlan(_Plain):
+    name: str
+    headend: str
+    destination: str
+    path: PathPlan
+    fallback: PathPlan | None = None
+
+
+class Srv6Plan(_Plain):
+    probe_interval_us: int
+    probe_misses: int
+    policies: list[PolicyPlan] = []
+
+
 class NodePlan(_Plain):
     """A fabric node has a role, and its ASN, loopbacks and FRR config are planned here; a
     node without one is configured by the user (containerlab's way): `frr_config` is their
@@ -121,6 +155,8 @@ class NodePlan(_Plain):
     bfd: NodeBfd | None = None  # the node's own over the lab's (offload, multiplier)
     region: str | None = None
     building: str | None = None
+    locator: str | None = None  # an SRv6 router's
+    sids: list[Sid] = []
 
     def bfd_multiplier(self, lab: BfdPlan) -> int:
         return self.bfd.multiplier if self.bfd and self.bfd.multiplier else lab.multiplier
@@ -174,6 +210,7 @@ class LabPlan(_Plain):
     bfd: BfdPlan | None = None
     damping: Damping | None = None  # on the BAG switches (topology/schema.py says why there)
     probes: ProbePlan | None = None
+    srv6: Srv6Plan | None = None
     nodes: list[NodePlan]
     links: list[LinkPlan]
     sessions: list[Session]

@@ -165,6 +165,8 @@ class NodeFields(_Strict):
     building: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
                                  description="within its region: a building's spines and "
                                  "super-spines share ASNs only with each other")
+    locator: IPv6Network | None = Field(None, description="an SRv6 router's own locator "
+                                        "(default: the next from srv6.locators)")
 
 
 # The node model proper: NodeFields plus containerlab's ignored keys, each under its own name.
@@ -283,6 +285,36 @@ class Spray(_Strict):
     probes: Probes | None = Field(Probes(), description="null: BFD and BGP alone take a plane out")
 
 
+class Srv6Policy(_Strict):
+    """A TE policy: traffic for `destination` entering at `headend` is encapsulated with the
+    SID list of `path`, and of `fallback` while `path` is broken (harness/topology/srv6.py
+    says how a path compiles)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+    headend: str
+    destination: IPv4Network | IPv6Network
+    path: list[str] = Field(min_length=1, description="node names (each linked to the one "
+                            "before it, the first to the headend) or SIDs")
+    fallback: list[str] | None = Field(None, min_length=1, description="the same, used while "
+                                       "the headend's probes find `path` broken")
+
+
+class Srv6(_Strict):
+    """SRv6 on the backbone routers (role backbone, kind sai): a locator each, its End, End.DT6
+    and End.X SIDs (End.DX4/End.DX6 towards neighbours outside the backbone), and the TE
+    policies. Locators are carried by BGP (IPv6 unicast), which FRR 8.4 has; it has no static
+    SIDs, so the SIDs reach the switches through the agent's configuration channel."""
+
+    locators: IPv6Network = Field(IPv6Network("fcbb:bbbb::/32"),
+                                  description="the pool each router's locator comes from")
+    locator_length: int = Field(48, ge=16, le=64)
+    probe_interval: DurationUs = Field(10_000.0, description="each policy's path is probed "
+                                       "this often by its headend")
+    probe_misses: int = Field(3, ge=1, le=100, description="probes lost in a row that make a "
+                              "path broken")
+    policies: list[Srv6Policy] = []
+
+
 class TopologyFile(_Strict):
     name: str = Field(pattern=LAB_NAME_PATTERN, max_length=LAB_NAME_MAX)
     prefix: str | None = Field(None, description="containerlab's container name prefix")
@@ -290,4 +322,5 @@ class TopologyFile(_Strict):
     addressing: Addressing = Addressing()
     bgp: BgpSettings = BgpSettings()
     spray: Spray = Spray()
+    srv6: Srv6 | None = None
     topology: TopologySpec

@@ -178,9 +178,9 @@ topology:
     - {endpoints: ["leaf1:eth2", "spine2:eth1"]}
 """
     plan = augment(load_text(text))
-    assert sai_config(plan.node("leaf1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
-    assert sai_config(plan.node("spine1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
-    assert sai_config(plan.node("spine2")) == {}  # the switch's profile speed
+    assert sai_config(plan, plan.node("leaf1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
+    assert sai_config(plan, plan.node("spine1")) == {"PORT|eth1": {"SAI_PORT_ATTR_SPEED": 400_000}}
+    assert sai_config(plan, plan.node("spine2")) == {}  # the switch's profile speed
 
 
 TWO_REGIONS = """
