@@ -64,7 +64,7 @@
 #define NH_IPV4 4
 #define SRH_TYPE 4
 #define OUTER_HOP_LIMIT 64
-#define RESOLVE_EVERY_NS 1000000000LL
+#define RESOLVE_EVERY_NS 10000000LL   /* an unresolved neighbour is asked for again this often */
 #define PENDING 3   /* packets a SID holds while its neighbour resolves (Linux's unres_qlen) */
 #define REPLY_MAX 65000
 /* Room before a frame for an outer header and the largest SRH (an inline one: 17 entries). */
@@ -94,6 +94,7 @@ struct sid {
     int family;                 /* of the next hop (End.X, End.DX*), 0 without one */
     unsigned char nexthop[16];
     int oif;
+    char port[IF_NAMESIZE];
     unsigned char port_mac[6];
     int64_t resolved_at;        /* last time the neighbour was asked for */
     struct pending pending[PENDING];
@@ -230,11 +231,17 @@ static void open_netlink(void)
     neigh_dump();
 }
 
-/* A neighbour the kernel has not resolved: a datagram to it makes the kernel ask. */
+/* A neighbour the kernel has not resolved: a datagram to it makes the kernel ask. Not while
+ * the port has no carrier: a solicitation into a dead link would leave the entry waiting a
+ * whole ND retransmission (1 s) after the link comes back. */
 static void resolve(struct sid *s)
 {
     int64_t now = now_ns();
     if (now - s->resolved_at < RESOLVE_EVERY_NS)
+        return;
+    struct ifreq q = {0};
+    snprintf(q.ifr_name, IFNAMSIZ, "%s", s->port);
+    if (ioctl(resolve4_fd, SIOCGIFFLAGS, &q) < 0 || !(q.ifr_flags & IFF_RUNNING))
         return;
     s->resolved_at = now;
     if (s->family == AF_INET6) {
@@ -588,6 +595,7 @@ static int parse_sid(char **words, int n, char *err, size_t errlen)
             return snprintf(err, errlen, "no interface %s", words[4]), -1;
         struct ifreq q = {0};
         snprintf(q.ifr_name, IFNAMSIZ, "%s", name);
+        snprintf(s.port, sizeof s.port, "%s", name);
         if (ioctl(resolve4_fd, SIOCGIFHWADDR, &q) < 0)
             return snprintf(err, errlen, "%s: %s", name, strerror(errno)), -1;
         memcpy(s.port_mac, q.ifr_hwaddr.sa_data, 6);

@@ -1,0 +1,135 @@
+"""RBB on rbb-mini with real FRR and the SAI switches' SRv6 (the userspace engine where the
+kernel has no seg6, the kernel's own where it has; `make nightly` runs it on both).
+
+    campus1 - bb1 - bb2 - bb3 - campus2      ring bb1-bb2-bb3-bb4-bb1, chord bb1-bb3
+                 \\--- bb4 ---/
+
+The policies send campus 1's traffic to campus 2 round the ring through bb2 (fallback: bb4),
+while BGP's shortest path is the chord: what the captures see on each link says which way
+the packets went.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import pairwise
+
+import pytest
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
+
+from harness.agent.client import ask
+from harness.testing import plan_from
+from harness.testing.capture import capture, towards
+from harness.testing.load import WakeupLateness
+from harness.topology.plan import PolicyPlan
+
+pytestmark = pytest.mark.e2e
+SRC, DST = "campus1-host1", "campus2-host1"
+
+
+@pytest.fixture(scope="module")
+def topology():
+    return plan_from("topologies/rbb-mini.yml", name="rbb-e2e")
+
+
+def policy(lab, name: str) -> PolicyPlan:
+    return next(p for p in lab.plan.srv6.policies if p.name == name)
+
+
+def port(lab, node: str, towards_node: str) -> str:
+    return next(i.name for i in lab.plan.node(node).interfaces if i.peer.node == towards_node)
+
+
+def te(lab, name: str) -> dict:
+    status = ask(lab.frr("bb1").workdir, {"cmd": "status"})
+    return next(p for p in status["te"] if p["name"] == name)
+
+
+def received_from(lab, nodes: list[str]) -> list[tuple[str, str]]:
+    """Each hop's port facing the one before it: (bb2, its port to bb1), (bb3, ... to bb2)."""
+    return [(b, port(lab, b, a)) for a, b in pairwise(nodes)]
+
+
+def srh_of(packets: list) -> list[tuple[str, int, list[str]]]:
+    return [(p[IPv6].dst, p[IPv6ExtHdrSegmentRouting].segleft,
+             list(p[IPv6ExtHdrSegmentRouting].addresses)) for p in packets]
+
+
+@pytest.mark.parametrize(("name", "family"), [("v6-c1-to-c2", 6), ("v4-c1-to-c2", 4)])
+def test_policy_traffic_follows_its_path_with_the_srh_hop_by_hop(lab, name: str,
+                                                                 family: int) -> None:
+    """Every ping crosses bb1 -> bb2 -> bb3 encapsulated, Segments Left one less at each hop;
+    none takes the chord (BGP's shortest path) or the fallback's first link."""
+    plan = policy(lab, name)
+    src, dst = lab.plan.node(SRC), lab.plan.node(DST)
+    on_path = received_from(lab, plan.path.hops)
+    elsewhere = [("bb3", port(lab, "bb3", "bb1")), ("bb4", port(lab, "bb4", "bb1"))]
+    address = dst.loopback6 if family == 6 else dst.loopback4
+    with capture(lab, on_path + elsewhere) as seen:
+        out = lab.node(SRC).cmd("ping", f"-{family}", "-c", "5", "-i", "0.1", "-I",
+                                src.loopback6 if family == 6 else src.loopback4, address)
+    assert out.returncode == 0, out.stdout
+    listed = list(reversed(plan.path.segments))
+    for hop, (node_port, segments_left) in enumerate(zip(on_path, (1, 0), strict=True)):
+        requests = towards(seen[node_port], address)
+        assert srh_of(requests) == [(plan.path.segments[hop], segments_left, listed)] * 5, \
+            (node_port, requests)
+    for node_port in elsewhere:
+        assert towards(seen[node_port], address) == [], node_port
+
+
+def test_a_failed_link_moves_the_policy_to_its_fallback_within_the_probes_time(
+        lab, faults, traffic) -> None:
+    """bb2-bb3 goes down under a flow: the headend's probes of the path stop coming back and
+    within `misses` intervals (one more for the tick that notices, plus how late the agent
+    wakes) the flow runs round the other side. Bounded by that mechanism, counted from when
+    the link was down on both ends (the first end went down up to the fault's applying time
+    before)."""
+    srv6 = lab.plan.srv6
+    interval_ms = srv6.probe_interval_us / 1000
+    name = "v6-c1-to-c2"
+    fallback = policy(lab, name).fallback
+    with WakeupLateness() as load:
+        result = traffic.flow(SRC, DST, ipv6=True, count=3000, rate_pps=1000,
+                              actions=[(1.0, "bb2-bb3 down", lambda: faults.link_down("bb2--bb3"))])
+    state = te(lab, name)
+    assert state["active"] == fallback.hops, state
+    assert state["switches"][-1]["why"] == "probes", state
+    fault = faults.history[-1]
+    applying_ms = (fault.applied_ns - fault.injected_ns) / 1e6
+    down_s = result.marks["bb2-bb3 down"] + applying_ms / 1000
+    bound_ms = (srv6.probe_misses + 1) * interval_ms + 3 * load.max_ms
+    assert result.first_loss_s is not None and result.last_loss_s is not None, result
+    assert (result.last_loss_s - down_s) * 1000 <= bound_ms, (result, bound_ms)
+    # the loss may start as soon as the first end is down: up to `applying_ms` earlier
+    assert result.outage_ms <= bound_ms + applying_ms, (result, bound_ms, applying_ms)
+
+
+def test_the_policy_returns_to_its_path_once_probes_come_back(lab, faults) -> None:
+    """Revertive: `misses` probes in a row back (and the tick that sees it) after the link
+    is up again."""
+    srv6 = lab.plan.srv6
+    name = "v6-c1-to-c2"
+    primary = policy(lab, name).path
+    fault = faults.link_down("bb2--bb3")
+    deadline = time.monotonic() + 5
+    while te(lab, name)["active"] == primary.hops and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with WakeupLateness() as load:
+        faults.undo(fault)
+        started = time.monotonic()
+        while te(lab, name)["active"] != primary.hops and time.monotonic() - started < 5:
+            time.sleep(0.005)
+        back_ms = (time.monotonic() - started) * 1000
+    bound_ms = (srv6.probe_misses + 2) * srv6.probe_interval_us / 1000 + 3 * load.max_ms
+    assert te(lab, name)["active"] == primary.hops
+    assert back_ms <= bound_ms, (back_ms, bound_ms)
+
+
+def test_labctl_srv6_shows_the_routers_and_the_policy_in_use(lab) -> None:
+    from harness.cli.srv6 import collect
+    routers = collect(lab)
+    assert sorted(routers) == ["bb1", "bb2", "bb3", "bb4"]
+    bb1 = routers["bb1"]
+    assert {s.sid for s in lab.plan.node("bb1").sids} == set(bb1["sids"])
+    assert [p["active"] for p in bb1["te"]] == [p.path.hops for p in lab.plan.srv6.policies]
