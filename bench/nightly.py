@@ -51,6 +51,8 @@ STEPS = [
     Step("fib", [PY, "bench/fib.py"], "FIB download through the agent against zebra direct"),
     Step("fpf", [PY, "bench/fpf.py"], "fpf-64 deploy and plane failover"),
     Step("srv6", [PY, "bench/srv6.py"], "SRv6 packets/s per engine against plain forwarding"),
+    Step("rbb", [PY, "bench/rbb.py", "--rounds", "10"],
+         "RBB policy failover to the fallback and back, against the probes' bound"),
     Step("switch-cost", [PY, "bench/switch_cost.py"],
          "a SAI switch against a plain FRR router, fpf-mini both ways"),
     Step("bag", [PY, "bench/bag.py", "--reuse"],

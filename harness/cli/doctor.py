@@ -34,11 +34,11 @@ CONSEQUENCE = {
     "tc_redirect": "no userspace impairment path either",
     "fq": "no pacing qdisc; rate limits use htb/tbf",
     "fq_codel": "no AQM qdisc on links",
-    "vrf": "no VRF-based tenant separation",
+    "vrf": "no VRF-based tenant separation; SRv6 tails decapsulate IPv4 with End.DX4, not End.DT4",
     "openvswitch": "links are veth pairs (no OVS bridges needed)",
     "mpls": "no MPLS forwarding; backbones use SRv6",
-    "seg6": "no SRv6 encapsulation: RBB labs cannot steer traffic",
-    "seg6local": "no SRv6 End/End.X: RBB labs cannot steer traffic",
+    "seg6": "SRv6 encapsulation runs in the userspace engine fl-srv6 (RBB labs work)",
+    "seg6local": "SRv6 SIDs run in the userspace engine fl-srv6 (RBB labs work)",
     "nexthop_groups": "weighted ECMP is unavailable to the SAI dataplane",
 }
 

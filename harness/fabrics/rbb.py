@@ -10,15 +10,24 @@ hosts behind it, addressed from 10.100.C.0/24 and fd00:100:C::/64 so policies ca
 With two campuses or more the file carries two TE policies from campus 1's router to campus
 2's hosts, IPv6 and IPv4, along the ring one way with the other way as fallback: longer than
 the chord BGP prefers, so the policy's path is visible on the wire.
+
+`--join BAG_FILE` writes one lab of both: the BAG file's nodes and links as they are, each of
+its regions a campus whose edges are that region's BAG switches (each linked to the campus's
+router), and the backbone beside them. Its hosts' addresses are the BAG lab's own (from the
+pools), so such a file carries no policies: add them under srv6.policies.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.errors import FabricLabError
 from harness.fabrics.base import Fabric, param
+from harness.topology.loader import load_file, parse_yaml
+from harness.topology.schema import Role
+from harness.topology.validate import validate
 
 BFD = {"interval": "100ms", "multiplier": 3}
 
@@ -37,6 +46,8 @@ class RbbParams:
     ring_km: float = param(100.0, help="length of a ring span")
     chord_km: float = param(300.0, help="length of a chord")
     campus_km: float = param(10.0, help="campus (and cloud) edge to its router")
+    join: str | None = param(None, help="a BAG topology file: one lab of both, its regions the "
+                             "campuses and their BAG switches the campus edges")
     name: str | None = param(None, help="lab name (default rbb-<routers>r<campuses>c)")
 
     @property
@@ -64,27 +75,67 @@ def check(p: RbbParams) -> None:
         raise RbbParameterError("cannot generate RBB topology:\n  " + "\n  ".join(problems))
 
 
-def generate(p: RbbParams) -> dict[str, Any]:
-    check(p)
-    n = p.routers
-    nodes: dict[str, dict[str, Any]] = {router(i): {"role": "backbone", "kind": "sai"}
-                                        for i in range(n)}
-    links: list[dict[str, Any]] = []
-    ports = {name: 0 for name in nodes}
+class _Cabling:
+    """Links with each end on the node's next free port (after those a joined file uses)."""
 
-    def join(a: str, b: str, km: float) -> None:
+    def __init__(self, links: list[dict[str, Any]]) -> None:
+        self.links = links
+        self.ports: dict[str, int] = {}
+        for link in links:
+            for end in link["endpoints"]:
+                node, _, iface = str(end).partition(":")
+                number = iface.removeprefix("eth")
+                if number.isdigit():
+                    self.ports[node] = max(self.ports.get(node, 0), int(number))
+
+    def join(self, a: str, b: str, km: float) -> None:
         ends = []
         for node in (a, b):
-            ports[node] = ports.get(node, 0) + 1
-            ends.append(f"{node}:eth{ports[node]}")
-        links.append({"endpoints": ends, "distance_km": km})
+            self.ports[node] = self.ports.get(node, 0) + 1
+            ends.append(f"{node}:eth{self.ports[node]}")
+        self.links.append({"endpoints": ends, "distance_km": km} if km else
+                          {"endpoints": ends})  # a host's patch cable has no length
+
+
+def bag_regions(path: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """A BAG topology file as written, and its BAG switches by region (checked first)."""
+    loaded = load_file(path)
+    nodes = validate(loaded)
+    data, _ = parse_yaml(Path(path).read_text(), path)
+    regions: dict[str, list[str]] = {}
+    for name, node in nodes.items():
+        if node.role is Role.bag and node.region:
+            regions.setdefault(node.region, []).append(name)
+    if not regions:
+        raise RbbParameterError(f"--join {path}: no BAG switches (role bag with a region) "
+                                "to make campus edges of")
+    return data, regions
+
+
+def generate(p: RbbParams) -> dict[str, Any]:
+    check(p)
+    joined, regions = bag_regions(p.join) if p.join else ({}, {})
+    if regions and p.campuses != len(regions):
+        raise RbbParameterError(f"--campuses {p.campuses}: the joined BAG lab has "
+                                f"{len(regions)} regions, one campus each")
+    n = p.routers
+    topology_in = joined.get("topology", {})
+    nodes: dict[str, dict[str, Any]] = {**topology_in.get("nodes", {}),
+                                        **{router(i): {"role": "backbone", "kind": "sai"}
+                                           for i in range(n)}}
+    cabling = _Cabling([*topology_in.get("links", [])])
+    join = cabling.join
 
     for i in range(n):
         join(router(i), router((i + 1) % n), p.ring_km)
     for k in range(p.chords):
         join(router(k), router(k + n // 2), p.chord_km)
     homes = [c * n // p.campuses for c in range(p.campuses)]
-    edges = [(f"c{c + 1}", f"campus{c + 1}", router(home)) for c, home in enumerate(homes)]
+    for home, bags in zip(homes, regions.values(), strict=False):
+        for bag in bags:
+            join(bag, router(home), p.campus_km)
+    edges = [] if regions else [(f"c{c + 1}", f"campus{c + 1}", router(home))
+                                for c, home in enumerate(homes)]
     if p.cloud:
         edges.append(("cloud", "cloud", router(homes[0] + 1)))
     for number, (region, edge, home) in enumerate(edges, 1):
@@ -95,11 +146,9 @@ def generate(p: RbbParams) -> dict[str, Any]:
             nodes[host] = {"role": "host", "region": region, "loopback4": f"10.100.{number}.{h}",
                            "loopback6": f"fd00:100:{number}::{h}"}
             join(host, f"{edge}-edge", 0)
-    topology: dict[str, Any] = {"name": p.lab_name, "bgp": {"bfd": dict(BFD)},
-                                "srv6": {"policies": policies(p, homes)},
-                                "topology": {"defaults": {"kind": "frr"}, "nodes": nodes,
-                                             "links": [_clean(link) for link in links]}}
-    return topology
+    return {"name": p.lab_name, "bgp": joined.get("bgp", {"bfd": dict(BFD)}),
+            "srv6": {"policies": [] if regions else policies(p, homes)},
+            "topology": {"defaults": {"kind": "frr"}, "nodes": nodes, "links": cabling.links}}
 
 
 def policies(p: RbbParams, homes: list[int]) -> list[dict[str, Any]]:
@@ -116,14 +165,10 @@ def policies(p: RbbParams, homes: list[int]) -> list[dict[str, Any]]:
             for family, destination in (("v6", "fd00:100:2::/64"), ("v4", "10.100.2.0/24"))]
 
 
-def _clean(link: dict[str, Any]) -> dict[str, Any]:
-    """A host's link to its edge is a patch cable: no distance."""
-    return link if link["distance_km"] else {"endpoints": link["endpoints"]}
-
-
 def describe(p: RbbParams) -> str:
+    joined = f", joined to {Path(p.join).name}'s regions as campuses" if p.join else ""
     return (f"RBB: {p.routers} SRv6 routers in a ring with {p.chords} chord(s), "
-            f"{p.campuses} campuses{' and a cloud edge' if p.cloud else ''}; "
+            f"{p.campuses} campuses{' and a cloud edge' if p.cloud else ''}{joined}; "
             f"{p.ring_km:g} km spans, {p.chord_km:g} km chords.")
 
 

@@ -740,6 +740,14 @@ static int open_tap(const char *name)
     q.ifr_qlen = 10000;
     if (ioctl(resolve4_fd, SIOCSIFTXQLEN, &q) < 0)
         die("SIOCSIFTXQLEN");
+    /* Routes over it need IPv6 on, but nothing of its own: no multicast (no MLD reports);
+     * the agent gives it no link-local address either (addrgenmode none, over netlink: a
+     * container's /proc/sys is read-only) before it brings it up. */
+    if (ioctl(resolve4_fd, SIOCGIFFLAGS, &q) < 0)
+        die("SIOCGIFFLAGS");
+    q.ifr_flags &= ~IFF_MULTICAST;
+    if (ioctl(resolve4_fd, SIOCSIFFLAGS, &q) < 0)
+        die("SIOCSIFFLAGS");
     return fd;
 }
 

@@ -151,7 +151,8 @@ class UserspaceSeg6:
         self.engine.start(self.setup.program, self._source(), self.netns_path)
         with netlink(self.netns_path) as ip:
             index = ip.link_lookup(ifname=srv6_engine.TAP)[0]
-            ip.link("set", index=index, IFLA_INET6_ADDR_GEN_MODE=1)  # none: no link-local
+            ip.link("set", index=index, IFLA_AF_SPEC={"attrs": [("AF_INET6", {"attrs": [
+                ("IFLA_INET6_ADDR_GEN_MODE", 1)]})]})  # none: no link-local, DAD or RS
             ip.link("set", index=index, state="up")
             self._neighbour(ip, index, srv6_engine.MY_SID_INDEX)
         self._tap = index

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import TopologyError
-from harness.fabrics.rbb import RbbParameterError, RbbParams, check
+from harness.fabrics.rbb import RbbParameterError, RbbParams, check, generate
 from harness.topology.augment import augment
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import dump_yaml, load_file, load_text
 from harness.topology.plan import LabPlan
 from harness.topology.render_sai import sai_config, te_policies
 from tests.conftest import TOPOLOGIES, regenerated
@@ -107,3 +107,26 @@ def test_bad_generator_parameters_are_named_with_their_fix() -> None:
         check(RbbParams(routers=2))
     with pytest.raises(RbbParameterError, match="--campuses 5: at most one campus per router"):
         check(RbbParams(routers=4, campuses=5))
+
+
+def test_joined_to_a_bag_lab_its_regions_are_the_campuses(tmp_path: Path) -> None:
+    """One lab of both: the BAG file's nodes and links as written, each region's BAG switches
+    linked to that campus's router, and no hosts or edges of the RBB's own."""
+    bag_text = (TOPOLOGIES / "bag-mini.yml").read_text()
+    joined = generate(RbbParams(routers=4, campuses=2, cloud=0, name="bag-rbb",
+                                join=str(TOPOLOGIES / "bag-mini.yml")))
+    bag = load_text(bag_text, "bag-mini.yml").spec.topology
+    nodes, links = joined["topology"]["nodes"], joined["topology"]["links"]
+    assert set(nodes) == set(bag.nodes) | {"bb1", "bb2", "bb3", "bb4"}
+    assert links[:len(bag.links)] == [link.model_dump(exclude_none=True, exclude_defaults=True)
+                                      for link in bag.links]
+    to_backbone = {tuple(sorted(end.split(":")[0] for end in link["endpoints"]))
+                   for link in links[len(bag.links):] if "bag" in str(link["endpoints"])}
+    assert to_backbone == {("bb1", "r1-bag1"), ("bb1", "r1-bag2"), ("bb3", "r2-bag1"),
+                           ("bb3", "r2-bag2")}
+    source = tmp_path / "bag-rbb.yml"
+    source.write_text(dump_yaml(joined))
+    plan = augment(load_file(source))
+    assert [n.name for n in plan.nodes if n.locator] == ["bb1", "bb2", "bb3", "bb4"]
+    with pytest.raises(RbbParameterError, match="the joined BAG lab has 2 regions"):
+        generate(RbbParams(routers=4, campuses=3, join=str(TOPOLOGIES / "bag-mini.yml")))
