@@ -12,9 +12,11 @@
  * into the TAP and the kernel forwards it; one that leaves by a given adjacency (End.X,
  * End.DX6, End.DX4) is sent from a packet socket on that port to its neighbour's MAC, which
  * this process follows in the kernel's neighbour table. Frames still pass the port's qdiscs
- * (no QDISC_BYPASS), so link impairments apply. Hop limits: the kernel took one when it
- * forwarded the packet into the TAP; a packet written back is forwarded again, so the engine
- * gives that one back and each router costs one, as with seg6local.
+ * (no QDISC_BYPASS), so link impairments apply. Hop limits come out as the kernel's seg6 and
+ * seg6local leave them: the kernel took one when it forwarded the packet into the TAP, and
+ * the engine gives it back where the kernel would not have forwarded the packet at all
+ * (End's packet is forwarded once more after the TAP; an encapsulated packet's inner one is
+ * carried, not forwarded, and its outer one is forwarded once).
  *
  *   fl-srv6 run TAP CTL_SOCKET SOURCE      SOURCE: the outer source address of encapsulations
  *
@@ -260,12 +262,10 @@ static void resolve(struct sid *s)
 
 static void count(struct counters *c, uint32_t len) { c->packets++; c->bytes += len; }
 
-/* Back into the TAP for the kernel to forward: addressed to the TAP, with one hop given back
- * (see the head of this file). `ip` points just past the room for an Ethernet header. */
+/* Back into the TAP for the kernel to forward, addressed to the TAP. `ip` points just past
+ * the room for an Ethernet header. */
 static int to_kernel(unsigned char *ip, uint32_t len, uint16_t ethertype, struct counters *c)
 {
-    if (ethertype == ETHERTYPE_IPV6)
-        ip[7]++;
     unsigned char *frame = ip - ETH_LEN;
     memcpy(frame, tap_mac, 6);
     memcpy(frame + 6, ENGINE_MAC, 6);
@@ -406,10 +406,12 @@ static void endpoint(struct sid *s, unsigned char *ip, uint32_t len)
     }
     srh[3]--;
     memcpy(ip + 24, srh + SRH_FIXED + 16 * srh[3], 16);
-    if (s->behavior == END_X)
+    if (s->behavior == END_X) {
         to_adjacency(s, ip, len, ETHERTYPE_IPV6);
-    else
+    } else {
+        ip[7]++;   /* the forward after the TAP is the one this router makes */
         to_kernel(ip, len, ETHERTYPE_IPV6, &s->c);
+    }
 }
 
 /* End.DT6, End.DX6, End.DX4: the path ends here; the inner packet goes on alone. */
@@ -433,8 +435,7 @@ static void decapsulate(struct sid *s, unsigned char *ip, uint32_t len)
     }
     uint16_t ethertype = want == NH_IPV4 ? ETHERTYPE_IP : ETHERTYPE_IPV6;
     if (s->behavior == END_DT6) {
-        ip[offset + 7]--;   /* the kernel's forward takes one, and to_kernel gives one back */
-        to_kernel(ip + offset, len - offset, ethertype, &s->c);
+        to_kernel(ip + offset, len - offset, ethertype, &s->c);   /* the kernel forwards it */
     } else if (forward_inner(s, ip + offset, ethertype) == 0) {
         to_adjacency(s, ip + offset, len - offset, ethertype);
     }
@@ -504,6 +505,7 @@ static void head_end(struct list *l, unsigned char *ip, uint32_t len, uint16_t e
         out[4] = payload >> 8;
         out[5] = payload & 0xff;
         memcpy(out + 24, &l->segs[0], 16);
+        out[7]++;   /* one forward, after the TAP, as for End */
         to_kernel(out, len + srh_len, ETHERTYPE_IPV6, &l->c);
         return;
     }
@@ -517,8 +519,19 @@ static void head_end(struct list *l, unsigned char *ip, uint32_t len, uint16_t e
         l->c.drops[TOO_BIG]++;
         return;
     }
-    /* As Linux's seg6 encapsulation: the traffic class and (IPv6) hop limit of the inner
-     * packet, which its forward into the TAP already took one from. */
+    /* Encapsulated, the inner packet is carried, not forwarded: the hop (or TTL) the kernel
+     * took on the way into the TAP goes back. The outer header takes Linux's seg6 values:
+     * the inner's traffic class, and its hop limit (64 over IPv4), which the forward after
+     * the TAP takes one from. */
+    if (v4) {
+        ip[8]++;
+        uint16_t check = (uint16_t)(ip[10] << 8 | ip[11]);
+        check = (uint16_t)~fold((uint32_t)(uint16_t)~check + 0x0100);
+        ip[10] = check >> 8;
+        ip[11] = check & 0xff;
+    } else {
+        ip[7]++;
+    }
     uint32_t label = flow_label(ip, len, v4);
     unsigned tclass = v4 ? ip[1] : (unsigned)((ip[0] & 0xf) << 4 | ip[1] >> 4);
     out[0] = (unsigned char)(0x60 | tclass >> 4);

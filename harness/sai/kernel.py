@@ -426,11 +426,13 @@ class KernelBackend:
                     continue
                 if (sid := self.seg6.my_sid_of(msg)) is not None:
                     found.my_sids[sid[0]] = sid[1]
-                if sid is not None or msg.get_attr("RTA_ENCAP_TYPE") is not None:
+                # a route by nhid carries its nexthop's encap in the dump: it is ours all the same
+                handle = msg.get_attr("RTA_NH_ID")
+                if sid is not None or (msg.get_attr("RTA_ENCAP_TYPE") is not None
+                                       and not handle):
                     continue
                 prefix = str(IpPrefix.parse(f"{msg.get_attr('RTA_DST') or _any(family)}/"
                                             f"{msg['dst_len']}"))
-                handle = msg.get_attr("RTA_NH_ID")
                 found.routes[prefix] = (("drop", None) if msg["type"] == RTN_BLACKHOLE
                                         else ("nh", handle) if handle
                                         else ("lane", msg.get_attr("RTA_OIF")))

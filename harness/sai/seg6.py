@@ -11,6 +11,7 @@ entry in the engine. Which one a switch uses is found by trying the kernel's onc
 from __future__ import annotations
 
 import socket
+import subprocess
 from dataclasses import dataclass
 from ipaddress import IPv6Address, ip_address
 from pathlib import Path
@@ -33,6 +34,7 @@ from harness.sai.records import MySidEntry, NextHop, Srv6SidList
 from harness.sai.status import Status
 
 RTPROT_SAI = 250
+SID_DEVICE = "flsid"  # where the kernel path routes SIDs without a next hop (the agent skips it)
 PROBE_TABLE = 0xFFFE_0000  # no rule looks it up: trying seg6local there touches no traffic
 _BEHAVIOR = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
@@ -84,13 +86,35 @@ class KernelSeg6:
     def __init__(self, netns_path: str | None, table: int) -> None:
         self.netns_path, self.table = netns_path, table
         self.name = "kernel seg6"
+        self._source_set = False
 
     def next_hop_attrs(self, sid_list: int, sids: Srv6SidList, oif: int) -> list[tuple[str, Any]]:
+        if not self._source_set:  # as the engine: the loopback, not the egress port's address
+            argv = ["ip", "sr", "tunsrc", "set", str(encap_source(self.netns_path))]
+            out = subprocess.run(["nsenter", f"--net={self.netns_path}", *argv]
+                                 if self.netns_path else argv, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise LabError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
+            self._source_set = True
         return [("NHA_OIF", oif), ("NHA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6),
                 ("NHA_ENCAP_NESTED", pack_seg6_encap(sids.segment_list, sids.type))]
 
     def forget_list(self, sid_list: int) -> None:
         pass  # the kernel holds the list only in the nexthops using it
+
+    @staticmethod
+    def _sid_device(ip: Any) -> int:
+        """The device SIDs without a next hop are routed on. Not lo: the kernel makes a route
+        via the loopback a reject route, which drops what End and End.DT6 should process;
+        not a port either, whose routes go when its link does. A veth pair of the switch's
+        own, always up (dummy devices are not in every kernel)."""
+        found = ip.link_lookup(ifname=SID_DEVICE)
+        if not found:
+            ip.link("add", ifname=SID_DEVICE, kind="veth", peer=f"{SID_DEVICE}p")
+            found = ip.link_lookup(ifname=SID_DEVICE)
+            for name in (SID_DEVICE, f"{SID_DEVICE}p"):
+                quiet_up(ip, ip.link_lookup(ifname=name)[0])
+        return found[0]
 
     def adopt_list(self, sid_list: int, handle: int) -> None:
         pass
@@ -126,7 +150,7 @@ class KernelSeg6:
             if hop is not None:
                 encap["nh4" if hop.ip.version == 4 else "nh6"] = str(hop.ip)
             else:
-                oif = ip.link_lookup(ifname="lo")[0]
+                oif = self._sid_device(ip)
             if entry.endpoint_behavior.endswith("_DT6"):
                 encap["table"] = self.table
             ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=oif,
@@ -148,28 +172,13 @@ class UserspaceSeg6:
     def _tap_index(self) -> int:
         if self._tap is not None:
             return self._tap
-        self.engine.start(self.setup.program, self._source(), self.netns_path)
+        self.engine.start(self.setup.program, encap_source(self.netns_path), self.netns_path)
         with netlink(self.netns_path) as ip:
             index = ip.link_lookup(ifname=srv6_engine.TAP)[0]
-            ip.link("set", index=index, IFLA_AF_SPEC={"attrs": [("AF_INET6", {"attrs": [
-                ("IFLA_INET6_ADDR_GEN_MODE", 1)]})]})  # none: no link-local, DAD or RS
-            ip.link("set", index=index, state="up")
+            quiet_up(ip, index)
             self._neighbour(ip, index, srv6_engine.MY_SID_INDEX)
         self._tap = index
         return index
-
-    def _source(self) -> IPv6Address:
-        """The encapsulations' outer source: the loopback's global IPv6 address, as SRv6
-        routers use."""
-        with netlink(self.netns_path) as ip:
-            found = [(a["index"], a.get_attr("IFA_ADDRESS")) for a in ip.get_addr(
-                family=socket.AF_INET6) if a["scope"] == 0]
-            lo = ip.link_lookup(ifname="lo")
-        ordered = sorted(found, key=lambda item: item[0] not in lo)
-        if not ordered:
-            raise LabError("SRv6 needs a global IPv6 address on the switch (its loopback's "
-                           "is the encapsulations' source)")
-        return IPv6Address(ordered[0][1])
 
     @staticmethod
     def _neighbour(ip: Any, tap: int, index: int) -> None:
@@ -237,6 +246,29 @@ class UserspaceSeg6:
             ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=tap,
                      gateway=str(srv6_engine.gateway(srv6_engine.MY_SID_INDEX)))
         return Status.SUCCESS
+
+
+def quiet_up(ip: Any, index: int) -> None:
+    """A device of the dataplane's own up, without an IPv6 link-local address (so no DAD,
+    router solicitation or MLD from it): addrgenmode none, over netlink, since a
+    container's /proc/sys is read-only."""
+    ip.link("set", index=index, IFLA_AF_SPEC={"attrs": [("AF_INET6", {"attrs": [
+        ("IFLA_INET6_ADDR_GEN_MODE", 1)]})]})
+    ip.link("set", index=index, state="up")
+
+
+def encap_source(netns_path: str | None) -> IPv6Address:
+    """The encapsulations' outer source: the loopback's global IPv6 address, as SRv6 routers
+    use (else the switch's first global one)."""
+    with netlink(netns_path) as ip:
+        found = [(a["index"], a.get_attr("IFA_ADDRESS")) for a in ip.get_addr(
+            family=socket.AF_INET6) if a["scope"] == 0]
+        lo = ip.link_lookup(ifname="lo")
+    ordered = sorted(found, key=lambda item: item[0] not in lo)
+    if not ordered:
+        raise LabError("SRv6 needs a global IPv6 address on the switch (its loopback's is the "
+                       "encapsulations' source)")
+    return IPv6Address(ordered[0][1])
 
 
 def _engine_index(gateway: str) -> int | None:

@@ -36,13 +36,16 @@ LINKS = [("ha", "a", "r1", "a", ["fd00:a::2/64", "10.0.1.2/24"], ["fd00:a::1/64"
          ("r3", "b", "hb", "a", ["fd00:b::1/64", "fd00:c::1/64", "10.0.2.1/24"],
           ["fd00:b::2/64", "fd00:c::2/64", "10.0.2.2/24"])]
 LOOPBACK = {"r1": "fd00:ff::1", "r2": "fd00:ff::2", "r3": "fd00:ff::3"}
-ROUTES = {  # in the SAI table, like every route of a lab's switch
+ROUTES = {  # in the SAI table, like every route of a lab's switch, connected ones included
     "r1": ["fcbb:bbbb:2::/48 via fd00:12::2", "fcbb:bbbb:3::/48 via fd00:12::2",
            "fd00:b::/64 via fd00:12::2", "fd00:c::/64 via fd00:12::2",
-           "fd00:23::/64 via fd00:12::2"],
+           "fd00:23::/64 via fd00:12::2", "fd00:a::/64 dev a", "fd00:12::/64 dev b",
+           "10.0.1.0/24 dev a"],
     "r2": ["fcbb:bbbb:3::/48 via fd00:23::2", "fd00:b::/64 via fd00:23::2",
-           "fd00:c::/64 via fd00:23::2", "fd00:a::/64 via fd00:12::1"],
-    "r3": ["fd00:a::/64 via fd00:23::1", "fd00:12::/64 via fd00:23::1"]}
+           "fd00:c::/64 via fd00:23::2", "fd00:a::/64 via fd00:12::1", "fd00:12::/64 dev a",
+           "fd00:23::/64 dev b"],
+    "r3": ["fd00:a::/64 via fd00:23::1", "fd00:12::/64 via fd00:23::1", "fd00:23::/64 dev a",
+           "fd00:b::/64 dev b", "fd00:c::/64 dev b", "10.0.2.0/24 dev b"]}
 TO_R3_V6 = ["fcbb:bbbb:2::e", "fcbb:bbbb:3::d6"]  # End.X at r2, End.DT6 at r3
 TO_R3_V4 = ["fcbb:bbbb:2::1", "fcbb:bbbb:3::d4"]  # End at r2, End.DX4 at r3
 
@@ -159,7 +162,8 @@ def chain(path: str, directory: Path) -> Iterator[Chain]:
             sh(ns, "ip", "rule", "add", "pref", "1000", "lookup", str(SAI_TABLE))
             sh(ns, "ip", "-6", "rule", "add", "pref", "1000", "lookup", str(SAI_TABLE))
             for route in ROUTES[node]:
-                sh(ns, "ip", "-6", "route", "add", *route.split(), "table", str(SAI_TABLE))
+                family = "-4" if "." in route.split()[0] else "-6"
+                sh(ns, "ip", family, "route", "add", *route.split(), "table", str(SAI_TABLE))
         program = str(built(srv6_engine.ENGINE))
         switches = {node: Switch(names[node], directory / node, program, path)
                     for node in ("r1", "r2", "r3")}
