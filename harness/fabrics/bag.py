@@ -14,13 +14,12 @@ with another building's, and a region's BAG switches share one.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations, pairwise
 from typing import Any
 
 from harness.errors import FabricLabError
-from harness.fabrics.base import Fabric, param
+from harness.fabrics.base import Cabling, Fabric, param
 from harness.topology.schema import Damping, Kind
 
 FABRICS = ("dsf", "nsf")  # DSF-like 2-tier, NSF-like 3-tier building fabrics
@@ -89,26 +88,11 @@ def check(p: BagParams) -> None:
         raise BagParameterError("cannot generate BAG topology:\n  " + "\n  ".join(problems))
 
 
-class _Cabling:
-    """Links with each end on the node's next free port (eth1, eth2, ...)."""
-
-    def __init__(self) -> None:
-        self.ports: dict[str, int] = defaultdict(int)
-        self.links: list[dict[str, Any]] = []
-
-    def join(self, a: str, b: str, **extra: Any) -> None:
-        ends = []
-        for node in (a, b):
-            self.ports[node] += 1
-            ends.append(f"{node}:eth{self.ports[node]}")
-        self.links.append({"endpoints": ends, **extra})
-
-
 def generate(p: BagParams) -> dict[str, Any]:
     """The topology file as data (same shape `labctl deploy` reads)."""
     check(p)
     nodes: dict[str, dict[str, Any]] = {}
-    cabling = _Cabling()
+    cabling = Cabling()
     tiers = ("leaf", "spine", "superspine") if p.fabric == "nsf" else ("leaf", "spine")
     for r in range(p.regions):
         region = region_name(r)

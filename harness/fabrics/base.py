@@ -51,3 +51,25 @@ def command_line(fabric: Fabric, params: Any) -> str:
         if f.metadata["required"] or value != f.default:
             words.append(f"--{f.name.replace('_', '-')} {value}")
     return " ".join(words)
+
+
+class Cabling:
+    """Links with each end on the node's next free port (eth1, eth2, ...), after those that
+    `links` (a file being extended) already use."""
+
+    def __init__(self, links: list[dict[str, Any]] | None = None) -> None:
+        self.links: list[dict[str, Any]] = list(links or [])
+        self.ports: dict[str, int] = {}
+        for link in self.links:
+            for end in link["endpoints"]:
+                node, _, iface = str(end).partition(":")
+                number = iface.removeprefix("eth")
+                if number.isdigit():
+                    self.ports[node] = max(self.ports.get(node, 0), int(number))
+
+    def join(self, a: str, b: str, **extra: Any) -> None:
+        ends = []
+        for node in (a, b):
+            self.ports[node] = self.ports.get(node, 0) + 1
+            ends.append(f"{node}:eth{self.ports[node]}")
+        self.links.append({"endpoints": ends, **extra})

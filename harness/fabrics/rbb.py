@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import FabricLabError
-from harness.fabrics.base import Fabric, param
+from harness.fabrics.base import Cabling, Fabric, param
 from harness.topology.loader import load_file, parse_yaml
 from harness.topology.schema import Role
 from harness.topology.validate import validate
@@ -75,28 +75,6 @@ def check(p: RbbParams) -> None:
         raise RbbParameterError("cannot generate RBB topology:\n  " + "\n  ".join(problems))
 
 
-class _Cabling:
-    """Links with each end on the node's next free port (after those a joined file uses)."""
-
-    def __init__(self, links: list[dict[str, Any]]) -> None:
-        self.links = links
-        self.ports: dict[str, int] = {}
-        for link in links:
-            for end in link["endpoints"]:
-                node, _, iface = str(end).partition(":")
-                number = iface.removeprefix("eth")
-                if number.isdigit():
-                    self.ports[node] = max(self.ports.get(node, 0), int(number))
-
-    def join(self, a: str, b: str, km: float) -> None:
-        ends = []
-        for node in (a, b):
-            self.ports[node] = self.ports.get(node, 0) + 1
-            ends.append(f"{node}:eth{self.ports[node]}")
-        self.links.append({"endpoints": ends, "distance_km": km} if km else
-                          {"endpoints": ends})  # a host's patch cable has no length
-
-
 def bag_regions(path: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """A BAG topology file as written, and its BAG switches by region (checked first)."""
     loaded = load_file(path)
@@ -123,8 +101,10 @@ def generate(p: RbbParams) -> dict[str, Any]:
     nodes: dict[str, dict[str, Any]] = {**topology_in.get("nodes", {}),
                                         **{router(i): {"role": "backbone", "kind": "sai"}
                                            for i in range(n)}}
-    cabling = _Cabling([*topology_in.get("links", [])])
-    join = cabling.join
+    cabling = Cabling(topology_in.get("links", []))
+
+    def join(a: str, b: str, km: float) -> None:
+        cabling.join(a, b, **({"distance_km": km} if km else {}))  # a patch cable: no length
 
     for i in range(n):
         join(router(i), router((i + 1) % n), p.ring_km)

@@ -342,6 +342,17 @@ static void flush_pending(const struct neighbour *n)
     }
 }
 
+/* An IPv4 header's TTL one up or down, its checksum following (RFC 1624: the TTL is the high
+ * byte of its 16-bit word, so the word moves by 0x0100). */
+static void step_ttl(unsigned char *ip, int by)
+{
+    ip[8] = (unsigned char)(ip[8] + by);
+    uint16_t check = (uint16_t)(ip[10] << 8 | ip[11]);
+    check = (uint16_t)~fold((uint32_t)(uint16_t)~check + (by > 0 ? 0x0100 : 0xfeff));
+    ip[10] = check >> 8;
+    ip[11] = check & 0xff;
+}
+
 /* A decapsulated packet is forwarded, so it loses a hop (or a TTL) here. */
 static int forward_inner(struct sid *s, unsigned char *ip, uint16_t ethertype)
 {
@@ -350,13 +361,10 @@ static int forward_inner(struct sid *s, unsigned char *ip, uint16_t ethertype)
         s->c.drops[HOP_LIMIT]++;
         return -1;
     }
-    --*hops;
-    if (ethertype == ETHERTYPE_IP) {   /* RFC 1624: the checksum follows the 0x0100 decrement */
-        uint16_t check = (uint16_t)(ip[10] << 8 | ip[11]);
-        check = (uint16_t)~fold((uint32_t)(uint16_t)~check + 0xfeff);
-        ip[10] = check >> 8;
-        ip[11] = check & 0xff;
-    }
+    if (ethertype == ETHERTYPE_IP)
+        step_ttl(ip, -1);
+    else
+        --*hops;
     return 0;
 }
 
@@ -523,15 +531,10 @@ static void head_end(struct list *l, unsigned char *ip, uint32_t len, uint16_t e
      * took on the way into the TAP goes back. The outer header takes Linux's seg6 values:
      * the inner's traffic class, and its hop limit (64 over IPv4), which the forward after
      * the TAP takes one from. */
-    if (v4) {
-        ip[8]++;
-        uint16_t check = (uint16_t)(ip[10] << 8 | ip[11]);
-        check = (uint16_t)~fold((uint32_t)(uint16_t)~check + 0x0100);
-        ip[10] = check >> 8;
-        ip[11] = check & 0xff;
-    } else {
+    if (v4)
+        step_ttl(ip, 1);
+    else
         ip[7]++;
-    }
     uint32_t label = flow_label(ip, len, v4);
     unsigned tclass = v4 ? ip[1] : (unsigned)((ip[0] & 0xf) << 4 | ip[1] >> 4);
     out[0] = (unsigned char)(0x60 | tclass >> 4);
