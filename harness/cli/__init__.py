@@ -15,6 +15,7 @@ from harness.cli import (
     access,
     doctor,
     export,
+    fault,
     gen,
     graph,
     headroom,
@@ -27,8 +28,8 @@ from harness.cli import (
 from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, netem, sai, srv6, headroom,
-                  gen)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, fault, netem, sai, srv6,
+                  headroom, gen)
 console = make_console(stderr=True)
 
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
 from harness.errors import UsageError
+from harness.faults import registry
 from harness.lab import Lab, lab_names
 from harness.status import lab_status
 
@@ -59,6 +60,10 @@ def print_inspect(lab: Lab) -> None:
     for row in cells:
         table.add_row(*row)
     out.print(table)
+    faults = registry.load_all(lab.dir)
+    if faults:
+        out.print(f"[yellow]{len(faults)} fault(s) in place:[/] {', '.join(map(str, faults))} "
+                  f"(labctl fault {lab.plan.name} list)", highlight=False)
 
 
 def inspect(args: argparse.Namespace) -> int:
@@ -68,7 +73,9 @@ def inspect(args: argparse.Namespace) -> int:
         open_lab(args.name, args.topology)]
     if args.format == "json":
         found = [{"lab": lab.plan.name, "dir": str(lab.dir), "source": lab.plan.source,
-                  "runtime": lab.plan.runtime, "nodes": lab_status(lab)} for lab in labs]
+                  "runtime": lab.plan.runtime, "nodes": lab_status(lab),
+                  "faults": [r.model_dump(mode="json") for r in registry.load_all(lab.dir)]}
+                 for lab in labs]
         print(json.dumps(found if args.all else found[0], indent=2))
     else:
         for lab in labs:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from harness.converge import poll_until
 from harness.errors import LabError
+from harness.faults.registry import Undo
 from harness.faults.targets import LinkRef, resolve_link
 from harness.nodes.frr import frr_of
 from harness.topology.plan import Endpoint, Impairment
@@ -15,23 +16,17 @@ from harness.topology.plan import Endpoint, Impairment
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
 
-Undo = Callable[[], None]
 
-
-def _set_state(lab: LabContext, end: Endpoint, state: str) -> None:
+def set_state(lab: LabContext, end: Endpoint, state: str) -> None:
     with lab.node(end.node).netlink() as ip:
         ip.link("set", index=ip.link_lookup(ifname=end.iface)[0], state=state)
 
 
-def link_down(lab: LabContext, ref: LinkRef) -> Undo:
+def link_down(lab: LabContext, ref: LinkRef, undo: Undo) -> None:
     link, _ = resolve_link(lab.plan, ref)
     for end in (link.a, link.b):
-        _set_state(lab, end, "down")
-
-    def undo() -> None:
-        for end in (link.a, link.b):
-            _set_state(lab, end, "up")
-    return undo
+        undo.ends_down.append(end)
+        set_state(lab, end, "down")
 
 
 def flap_bundle(lab: LabContext, node: str, ifaces: Sequence[str], *, times: int,
@@ -43,25 +38,26 @@ def flap_bundle(lab: LabContext, node: str, ifaces: Sequence[str], *, times: int
     for _ in range(times):
         start = time.monotonic()
         for iface in ifaces:
-            _set_state(lab, Endpoint(node=node, iface=iface), "down")
+            set_state(lab, Endpoint(node=node, iface=iface), "down")
         time.sleep(down_s)
         for iface in ifaces:
-            _set_state(lab, Endpoint(node=node, iface=iface), "up")
+            set_state(lab, Endpoint(node=node, iface=iface), "up")
         poll_until(lambda: [p for p, state in frr_of(lab, node).bgp_peer_states().items()
                             if p in peers and state != "Established"], period_s * 2,
                    lambda left: LabError(f"{node}: sessions not back after a flap: {left}"))
         time.sleep(max(0.0, period_s - (time.monotonic() - start)))
 
 
-def impair(lab: LabContext, ref: LinkRef, impairment: Impairment) -> Undo:
+def impair(lab: LabContext, ref: LinkRef, impairment: Impairment, undo: Undo) -> None:
     """Impair the named end(s) through the link-impairment layer (netem or its fallback)."""
-    from harness.links.impair import apply, clear  # the impairment layer is optional here
+    from harness.links.impair import apply  # the impairment layer is optional here
 
-    _, ends = resolve_link(lab.plan, ref)
-    for end in ends:
+    for end in resolve_link(lab.plan, ref)[1]:
+        undo.impaired.append(end)
         apply(lab, end, impairment)
 
-    def undo() -> None:
-        for end in ends:
-            clear(lab, end)
-    return undo
+
+def unimpair(lab: LabContext, end: Endpoint) -> None:
+    from harness.links.impair import clear
+
+    clear(lab, end)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 from harness.errors import LabError
 from harness.topology.plan import Endpoint, LabPlan, LinkPlan
 
@@ -38,3 +40,18 @@ def node_addresses(plan: LabPlan, node: str) -> tuple[list[str], list[str]]:
     v4 = [n.loopback4, *(i.ipv4.split("/")[0] for i in n.interfaces)]
     v6 = [n.loopback6, *(i.ipv6.split("/")[0] for i in n.interfaces)]
     return v4, v6
+
+
+def select_nodes(plan: LabPlan, spec: str) -> list[str]:
+    """Nodes named by a comma-separated list of names and shell patterns ('r1-*,bag1')."""
+    chosen: list[str] = []
+    for pattern in filter(None, (p.strip() for p in spec.split(","))):
+        matched = [n.name for n in plan.nodes if fnmatchcase(n.name, pattern)]
+        if not matched:
+            raise LabError(f"no node of lab {plan.name} matches {pattern!r}; nodes: "
+                           f"{', '.join(n.name for n in plan.nodes[:8])}"
+                           f"{', ...' if len(plan.nodes) > 8 else ''}")
+        chosen += [name for name in matched if name not in chosen]
+    if not chosen:
+        raise LabError(f"{spec!r} names no node; give names or patterns, e.g. 'r1-*,bag1'")
+    return chosen
