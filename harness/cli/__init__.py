@@ -44,13 +44,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _chosen(parser: argparse.ArgumentParser,
+            args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the arguments reached: `labctl fault X clear`'s for them."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return _chosen(action.choices[chosen], args)
+    return parser
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Arguments a subcommand does not know are reported with that subcommand's usage, not
+    labctl's (argparse would leave them to the top parser)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _chosen(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     """SIGTERM unwinds like Ctrl-C, so a deploy being stopped rolls itself back."""
     raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     signal.signal(signal.SIGTERM, _terminate)
     # What exists by now (modules, the parser) lives as long as the process: frozen, the
     # collector no longer walks it while the command runs, and frozen again at the end, what

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli.console import make_console
-from harness.cli.labref import add_lab_arguments, open_lab
+from harness.cli.labref import add_lab_arguments, is_topology, open_lab
 from harness.errors import LabError, UsageError
 from harness.runtime import images
 from harness.topology.augment import augment
@@ -39,7 +39,8 @@ def image_references() -> dict[str, str]:
 
 
 def export(args: argparse.Namespace) -> int:
-    topology = args.topology or (args.name if args.name and Path(args.name).is_file() else None)
+    topology = args.topology or (args.name if args.name and is_topology(Path(args.name)) else
+                                 None)
     plan = augment(load_file(topology)) if topology else open_lab(args.name).plan
     try:
         files = export_clab(plan, image_references()) if args.format == "clab" else \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -25,6 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("inspect", help="nodes of a lab and their state")
     add_lab_arguments(p, "the lab (default: the only lab)")
     p.add_argument("--all", action="store_true", help="every lab on this host")
+    p.add_argument("--details", action="store_true",
+                   help="everything known of each node, as JSON (containerlab's --details): "
+                   "its plan (interfaces, peers, addresses), namespace and directory")
     add_format_argument(p)
     p.set_defaults(run=inspect)
 
@@ -66,14 +70,22 @@ def print_inspect(lab: Lab) -> None:
                   f"(labctl fault {lab.plan.name} list)", highlight=False)
 
 
+def details(lab: Lab) -> list[dict[str, Any]]:
+    return [{**row, "netns": str(lab.runtime.netns_path(row["node"])),
+             "dir": str(lab.node_dir(row["node"])),
+             "plan": lab.plan.node(row["node"]).model_dump(mode="json")}
+            for row in lab_status(lab)]
+
+
 def inspect(args: argparse.Namespace) -> int:
     if args.all and (args.name or args.topology):
         raise UsageError("name one lab (NAME, FILE or -t FILE) or use --all, not both")
     labs = [Lab.open(name) for name in lab_names()] if args.all else [
         open_lab(args.name, args.topology)]
-    if args.format == "json":
+    if args.format == "json" or args.details:
         found = [{"lab": lab.plan.name, "dir": str(lab.dir), "source": lab.plan.source,
-                  "runtime": lab.plan.runtime, "nodes": lab_status(lab),
+                  "runtime": lab.plan.runtime,
+                  "nodes": details(lab) if args.details else lab_status(lab),
                   "faults": [r.model_dump(mode="json") for r in registry.load_all(lab.dir)]}
                  for lab in labs]
         print(json.dumps(found if args.all else found[0], indent=2))

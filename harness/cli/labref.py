@@ -1,5 +1,6 @@
 """Which lab a command means: a lab name, a topology file (`-t FILE`, or a .yml path where a
-name is expected, as containerlab users type it), or the only lab there is.
+name is expected, as containerlab users type it; a folder holding one), or the only lab there
+is.
 
 A name is checked against the one lab-name rule before anything is looked up, so a path such
 as `/some/dir`, `.` or `..` is an error here and never reaches code that removes things.
@@ -13,7 +14,7 @@ from pathlib import Path
 from harness.errors import LabError
 from harness.lab import Lab, lab_names
 from harness.paths import LAB_NAME_RULE, is_lab_name
-from harness.topology.loader import load_file
+from harness.topology.loader import load_file, topology_in
 
 TOPOLOGY_SUFFIXES = (".yml", ".yaml")
 
@@ -25,12 +26,17 @@ def add_lab_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                         help="the lab this topology file names (as containerlab's -t)")
 
 
+def is_topology(path: Path) -> bool:
+    """A file, or a folder holding a topology file (containerlab's `-t folder/`)."""
+    return path.is_file() or (path.is_dir() and topology_in(path) is not None)
+
+
 def lab_name(name: str | None, topology: str | None = None) -> str | None:
     """The lab meant by a NAME|FILE argument and `-t FILE`; None when neither is given."""
     if name is not None and topology is not None:
         raise LabError(f"give a lab name or -t FILE, not both ({name!r} and -t {topology!r})")
     if name is not None and not is_lab_name(name):
-        if not (name.endswith(TOPOLOGY_SUFFIXES) or Path(name).is_file()):
+        if not (name.endswith(TOPOLOGY_SUFFIXES) or is_topology(Path(name))):
             raise LabError(f"{name!r} is neither a lab name ({LAB_NAME_RULE}) nor a topology "
                            "file; `labctl list` shows the labs")
         topology = name

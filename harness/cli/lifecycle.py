@@ -12,11 +12,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cli.console import make_console
-from harness.cli.labref import add_lab_arguments, lab_name, open_lab
+from harness.cli.labref import add_lab_arguments, is_topology, lab_name, open_lab
 from harness.converge import Convergence
 from harness.deploy.stages import Progress as DeployProgress
 from harness.errors import LabError, UsageError
-from harness.lab import Lab, destroy_lab, lab_names, release_host_settings
+from harness.lab import Lab, destroy_lab, lab_names, plan_of, release_host_settings
 from harness.linux import ksm, scratch
 from harness.nodes.frr import frr_version
 from harness.runtime import RUNTIMES
@@ -73,6 +73,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("destroy", help="remove a lab completely (also a crashed one)")
     add_lab_arguments(p, "the lab to remove")
     p.add_argument("--all", action="store_true", help="every fabric-lab lab on this host")
+    p.add_argument("-c", "--cleanup", action="store_true",
+                   help="also remove the configs `save` wrote (clab-LAB/ beside the topology "
+                   "file), as containerlab's --cleanup removes its lab directory")
     p.set_defaults(run=destroy)
 
     p = commands.add_parser("list", help="labs on this host")
@@ -209,7 +212,10 @@ def destroy(args: argparse.Namespace) -> int:
         raise LabError("name one lab (NAME, FILE or -t FILE) or use --all")
     names = lab_names() if args.all else [lab_name(args.name, args.topology)]
     for name in names:
+        plan = plan_of(name)  # read before destroy removes it: where `save` wrote
         out.print(f"destroyed {name}" if destroy_lab(name) else f"{name}: nothing to destroy")
+        if args.cleanup:
+            remove_saved_configs(name, plan, args.topology or args.name)
     if args.all:
         for netns in scratch.sweep_stale():
             out.print(f"removed scratch namespace {netns} (its probe or test was killed)")
@@ -240,3 +246,27 @@ def save(args: argparse.Namespace) -> int:
 def saved_configs(plan: LabPlan) -> Path:
     """Where `save` writes: containerlab's lab directory, beside the topology file."""
     return plan.topology_dir / f"clab-{plan.name}"
+
+
+def remove_saved_configs(name: str, plan: LabPlan | None, given: str | None) -> None:
+    """The folder `save` wrote for lab `name`, removed only when it holds nothing else (a
+    NODE/frr.conf per node): whatever else is in it is the user's."""
+    if plan is None:
+        if given is None or not is_topology(Path(given)):
+            out.print(f"{name}: no saved configs known (the lab is gone); give its topology "
+                      "file to clean up beside it")
+            return
+        plan = augment(load_file(given), name)
+    folder = saved_configs(plan)
+    if not folder.is_dir():
+        return
+    nodes = {n.name for n in plan.nodes}
+    foreign = [str(p.relative_to(folder)) for p in folder.rglob("*") if not (
+        (p.is_dir() and p.parent == folder and p.name in nodes)
+        or (p.is_file() and p.name == "frr.conf" and p.parent.parent == folder
+            and p.parent.name in nodes))]
+    if foreign:
+        raise LabError(f"{folder} holds more than `save` wrote ({', '.join(sorted(foreign)[:5])}"
+                       "); left it alone, remove it yourself if it is yours to remove")
+    shutil.rmtree(folder)
+    out.print(f"removed {folder}")

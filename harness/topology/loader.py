@@ -194,8 +194,31 @@ def dump_yaml(data: Any) -> str:
     return out.getvalue()
 
 
+def topology_in(folder: Path) -> Path | None:
+    """The topology file a folder stands for, as containerlab picks it: its one *.clab.yml,
+    else its one .yml; None when it holds neither."""
+    for pattern in ("*.clab.y*ml", "*.y*ml"):
+        found = sorted(p for p in folder.glob(pattern) if p.suffix in (".yml", ".yaml"))
+        if len(found) > 1:
+            raise TopologyError([TopologyProblem(
+                f"{len(found)} topology files match {pattern}: "
+                f"{', '.join(p.name for p in found)}", file=str(folder),
+                fix="name the file itself")])
+        if found:
+            return found[0]
+    return None
+
+
 def load_file(path: str | Path) -> LoadedTopology:
+    """A topology file, or a folder holding one (containerlab's `-t folder/`)."""
     path = Path(path)
+    if path.is_dir():
+        found = topology_in(path)
+        if found is None:
+            raise TopologyError([TopologyProblem(
+                "a folder with no topology file (*.clab.yml or *.yml) in it", file=str(path),
+                fix="name a topology file, or a folder holding one")])
+        path = found
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,17 @@ def test_bad_requests_name_the_fix_and_inject_nothing(clos_lab: Lab, args: list[
     out = labctl("fault", NAME, *args)
     assert out.returncode == 2 and message in " ".join(out.stderr.split()), out
     assert in_place() == []
+
+
+def test_inspect_names_faults_in_place_and_details_each_node(clos_lab: Lab) -> None:
+    fault("link-down", "leaf4--spine2")
+    shown = labctl("inspect", NAME)
+    assert "1 fault(s) in place: link_down(leaf4:eth2--spine2:eth4)" in " ".join(
+        shown.stdout.split()), shown
+    out = labctl("inspect", NAME, "--details")
+    assert out.returncode == 0, out
+    found = json.loads(out.stdout)
+    assert [f["kind"] for f in found["faults"]] == ["link_down"]
+    leaf4 = next(n for n in found["nodes"] if n["node"] == "leaf4")
+    assert leaf4["plan"]["interfaces"][1]["peer"] == {"node": "spine2", "iface": "eth4"}
+    assert Path(leaf4["netns"]).exists() and Path(leaf4["dir"]).is_dir()

@@ -58,6 +58,22 @@ def test_destroy_a_path_removes_nothing_and_a_file_means_its_lab(tmp_path: Path)
         assert leftovers("e2efile") == []
 
 
+def test_destroy_cleanup_removes_the_saved_configs_of_a_lab_given_by_folder(
+        tmp_path: Path) -> None:
+    """containerlab's habits: a folder for its topology file, --cleanup for the lab's files."""
+    folder = tmp_path / "mylab"
+    folder.mkdir()
+    (folder / "mylab.clab.yml").write_text(
+        (TOPOLOGIES / "pair.yml").read_text().replace("name: pair", "name: e2ecleanup"))
+    assert labctl("deploy", str(folder), "--no-frr").returncode == 0
+    saved = folder / "clab-e2ecleanup" / "r1" / "frr.conf"
+    saved.parent.mkdir(parents=True)
+    saved.write_text("hostname r1\n")  # as `labctl save` writes it
+    out = labctl("destroy", "--cleanup", str(folder))
+    assert out.returncode == 0 and "destroyed e2ecleanup" in out.stdout, out
+    assert not saved.parent.parent.exists() and leftovers("e2ecleanup") == []
+
+
 def test_a_directory_under_the_labs_root_that_is_no_lab_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / "notalab").mkdir()
     (tmp_path / "notalab" / "data").write_text("x")
