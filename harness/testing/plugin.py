@@ -1,4 +1,5 @@
-"""The pytest plugin (entry point `fabric_lab`): fixtures `lab`, `faults`, `traffic`.
+"""The pytest plugin (entry point `fabric_lab`): fixtures `lab`, `faults`, `traffic`, and a
+failed test's labs archived (`--evidence-dir`) before anything destroys them.
 
 `lab` deploys the module's `topology` once and destroys it after the module; `faults`
 undoes whatever a test injected and waits until the lab has converged again, so tests of a
@@ -7,7 +8,10 @@ module stay independent while paying for one deploy; `traffic` runs measured flo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +19,12 @@ from typing import Any
 import pytest
 
 from harness.converge import wait_converged
+from harness.errors import LabError
 from harness.faults import Faults
-from harness.lab import Lab, destroy_lab
+from harness.lab import PLAN_FILE, Lab, destroy_lab, lab_names
+from harness.paths import lab_dir
 from harness.spray.control import spraying_hosts, wait_spray
+from harness.testing import evidence
 from harness.testing.plans import plan_from
 from harness.testing.report import fault_records, junit_properties, write_report
 from harness.traffic.analysis import FlowResult
@@ -29,15 +36,20 @@ DEPLOY_TIMEOUT_S = 180.0
 RECOVER_TIMEOUT_S = 90.0
 RECORDS = pytest.StashKey[list]()
 _OUTCOME = pytest.StashKey[str]()
+_STARTED = pytest.StashKey[float]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fault-report", default="reports/fault-results.json",
                      help="where fault tests write outage and loss per fault (JSON)")
+    parser.addoption("--evidence-dir", default="reports/evidence",
+                     help="where a failed test's labs are archived before they are destroyed "
+                     "(harness/testing/evidence.py); '' not to archive")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[RECORDS] = []
+    config.stash[_STARTED] = time.time()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -52,7 +64,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     if report.when == "call":
         item.stash[_OUTCOME] = report.outcome
+    if report.failed and report.when in ("setup", "call"):
+        archived = keep_evidence(item)
+        if archived:
+            report.sections.append(("fabric-lab evidence", "\n".join(map(str, archived))))
     return report
+
+
+def keep_evidence(item: pytest.Item) -> list[Path]:
+    """The labs this session deployed, archived while the failure is still in them (their
+    fixtures destroy them later)."""
+    option = item.config.getoption("evidence_dir")
+    if not option:
+        return []
+    started = item.config.stash[_STARTED]
+    folder = Path(item.config.rootpath, option) / re.sub(r"[^\w.-]+", "_", item.nodeid)
+    archived = []
+    for name in lab_names():
+        plan_file = lab_dir(name) / PLAN_FILE
+        with contextlib.suppress(OSError, LabError):
+            if plan_file.stat().st_mtime >= started:
+                archived.append(evidence.archive(Lab.open(name), folder / name))
+    return archived
 
 
 
