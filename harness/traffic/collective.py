@@ -56,20 +56,69 @@ def _put(into: array, at: slice, payload: bytes) -> None:
     into[at] = other
 
 
+def _ring_neighbours(me: str, ring_order: Sequence[str]) -> tuple[int, str, str]:
+    i = ring_order.index(me)
+    return i, ring_order[(i + 1) % len(ring_order)], ring_order[(i - 1) % len(ring_order)]
+
+
+def reduce_scatter(mesh: Mesh, me: str, ring_order: Sequence[str], vector: array) -> None:
+    """Around the ring, n-1 steps each adding 1/n of the vector: after it, rank i holds the
+    sum of chunk i (the other chunks hold partial sums)."""
+    n = len(ring_order)
+    i, nxt, prev = _ring_neighbours(me, ring_order)
+    parts = chunks(len(vector), n)
+    for step in range(n - 1):
+        out, into = parts[(i - step - 1) % n], parts[(i - step - 2) % n]
+        _add(vector, into, mesh.exchange({nxt: vector[out].tobytes()}, [prev])[prev])
+
+
+def all_gather(mesh: Mesh, me: str, ring_order: Sequence[str], vector: array) -> None:
+    """Around the ring, n-1 steps: rank i starts with chunk i and ends with every rank's."""
+    n = len(ring_order)
+    i, nxt, prev = _ring_neighbours(me, ring_order)
+    parts = chunks(len(vector), n)
+    for step in range(n - 1):
+        out, into = parts[(i - step) % n], parts[(i - step - 1) % n]
+        _put(vector, into, mesh.exchange({nxt: vector[out].tobytes()}, [prev])[prev])
+
+
 def ring(mesh: Mesh, me: str, ring_order: Sequence[str], vector: array) -> None:
     """In-place ring all-reduce of `vector` among `ring_order` (which contains `me`)."""
-    n = len(ring_order)
-    if n < 2:
+    if len(ring_order) < 2:
         return
-    i = ring_order.index(me)
-    nxt, prev = ring_order[(i + 1) % n], ring_order[(i - 1) % n]
-    parts = chunks(len(vector), n)
-    for step in range(n - 1):  # reduce-scatter: after it, `me` holds the sum of chunk i+1
-        out, into = parts[(i - step) % n], parts[(i - step - 1) % n]
-        _add(vector, into, mesh.exchange({nxt: vector[out].tobytes()}, [prev])[prev])
-    for step in range(n - 1):  # all-gather: pass the summed chunks on around the ring
-        out, into = parts[(i + 1 - step) % n], parts[(i - step) % n]
-        _put(vector, into, mesh.exchange({nxt: vector[out].tobytes()}, [prev])[prev])
+    reduce_scatter(mesh, me, ring_order, vector)
+    all_gather(mesh, me, ring_order, vector)
+
+
+def tree(mesh: Mesh, me: str, members: Sequence[Member], vector: array) -> None:
+    """All-reduce up a binary tree over the members' order and back down: 2 log2(n) steps of
+    the whole vector (NCCL pipelines two such trees; this one is not pipelined)."""
+    order = [m.name for m in members]
+    i, whole = order.index(me), slice(0, len(vector))
+    children = [order[c] for c in (2 * i + 1, 2 * i + 2) if c < len(order)]
+    for payload in mesh.exchange({}, children).values():
+        _add(vector, whole, payload)
+    if i:
+        parent = order[(i - 1) // 2]
+        mesh.exchange({parent: vector.tobytes()}, [])
+        _put(vector, whole, mesh.exchange({}, [parent])[parent])
+    mesh.exchange({child: vector.tobytes() for child in children}, [])
+
+
+def all_to_all(mesh: Mesh, me: str, members: Sequence[Member], vector: array) -> None:
+    """Chunk j of every rank to rank j, all at once: rank i ends with rank j's chunk i in
+    its slot j (the vector's length a multiple of n, as nccl-tests requires)."""
+    order = [m.name for m in members]
+    i, parts = order.index(me), chunks(len(vector), len(order))
+    peers = [p for p in order if p != me]
+    got = mesh.exchange({order[j]: vector[parts[j]].tobytes() for j in range(len(order))
+                         if j != i}, peers)
+    mine = vector[parts[i]]
+    for j, peer in enumerate(order):
+        if j == i:
+            vector[parts[j]] = mine
+        else:
+            _put(vector, parts[j], got[peer])
 
 
 def hierarchical(mesh: Mesh, me: str, members: Sequence[Member], vector: array) -> None:
@@ -96,7 +145,8 @@ def flat_ring(mesh: Mesh, me: str, members: Sequence[Member], vector: array) -> 
 
 
 Algorithm = Callable[[Mesh, str, Sequence[Member], array], None]
-ALGORITHMS: dict[str, Algorithm] = {"ring": flat_ring, "hierarchical": hierarchical}
+ALGORITHMS: dict[str, Algorithm] = {"ring": flat_ring, "hierarchical": hierarchical,
+                                    "tree": tree}  # the all-reduces
 
 
 class LocalMesh:
@@ -141,11 +191,13 @@ class LocalMesh:
         return max(self.depth.values())
 
 
-def run_locally(algorithm: str, members: Sequence[Member], vectors: dict[str, array]
-                ) -> LocalMesh:
-    """Run `algorithm` among `members` in threads, reducing `vectors` in place."""
+def run_locally(algorithm: str | Algorithm, members: Sequence[Member],
+                vectors: dict[str, array]) -> LocalMesh:
+    """Run `algorithm` (an all-reduce's name, or any collective) among `members` in threads,
+    on `vectors` in place."""
     mesh = LocalMesh(members)
-    threads = [threading.Thread(target=ALGORITHMS[algorithm], args=(
+    run = ALGORITHMS[algorithm] if isinstance(algorithm, str) else algorithm
+    threads = [threading.Thread(target=run, args=(
         mesh.of(m.name), m.name, members, vectors[m.name])) for m in members]
     for t in threads:
         t.start()
@@ -171,3 +223,71 @@ def expected(seeds: Sequence[int], iteration: int, length: int) -> array:
     """The all-reduce of every `seeds` replica's contribution, computed without the network."""
     base = sum((s + 1) * (iteration + 1) for s in seeds)
     return array("q", (base + len(seeds) * (j % 7) for j in range(length)))
+
+
+Expect = Callable[[Sequence[array], int], tuple[slice, array]]
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective as nccl-tests measures it: run on a vector of `size` bytes per rank,
+    algbw = size / time, busbw = algbw x bus_factor(n), the share of the data each rank's
+    link must carry, so busbw compares with the link's own bandwidth whatever n is."""
+
+    name: str
+    run: Algorithm
+    bus_factor: Callable[[int], float]
+    expect: Expect  # every rank's input, my index -> the slice of my vector that is defined
+
+    def check(self, inputs: Sequence[array], index: int, vector: array) -> bool:
+        where, wanted = self.expect(inputs, index)
+        return vector[where] == wanted
+
+
+def _sum(inputs: Sequence[array]) -> array:
+    return array("q", map(sum, zip(*inputs, strict=True)))
+
+
+def _whole_sum(inputs: Sequence[array], index: int) -> tuple[slice, array]:
+    return slice(0, len(inputs[0])), _sum(inputs)
+
+
+def _my_chunk_sum(inputs: Sequence[array], index: int) -> tuple[slice, array]:
+    mine = chunks(len(inputs[0]), len(inputs))[index]
+    return mine, _sum([v[mine] for v in inputs])
+
+
+def _gathered(inputs: Sequence[array], index: int) -> tuple[slice, array]:
+    parts = chunks(len(inputs[0]), len(inputs))
+    return slice(0, len(inputs[0])), array("q", (x for j, part in enumerate(parts)
+                                                 for x in inputs[j][part]))
+
+
+def _exchanged(inputs: Sequence[array], index: int) -> tuple[slice, array]:
+    mine = chunks(len(inputs[0]), len(inputs))[index]
+    return slice(0, len(inputs[0])), array("q", (x for v in inputs for x in v[mine]))
+
+
+def _all_reduce_factor(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+def _one_pass_factor(n: int) -> float:
+    return (n - 1) / n
+
+
+def _ring_of(step: Callable[[Mesh, str, Sequence[str], array], None]) -> Algorithm:
+    def in_member_order(mesh: Mesh, me: str, members: Sequence[Member], vector: array) -> None:
+        step(mesh, me, [m.name for m in members], vector)
+    return in_member_order
+
+
+COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
+    Collective("all_reduce:ring", flat_ring, _all_reduce_factor, _whole_sum),
+    Collective("all_reduce:tree", tree, _all_reduce_factor, _whole_sum),
+    Collective("all_reduce:hierarchical", hierarchical, _all_reduce_factor, _whole_sum),
+    Collective("all_gather:ring", _ring_of(all_gather), _one_pass_factor, _gathered),
+    Collective("reduce_scatter:ring", _ring_of(reduce_scatter), _one_pass_factor,
+               _my_chunk_sum),
+    Collective("all_to_all", all_to_all, _one_pass_factor, _exchanged),
+)}

@@ -17,6 +17,7 @@ import pytest
 
 from harness.traffic.collective import (
     ALGORITHMS,
+    COLLECTIVES,
     Member,
     chunks,
     contribution,
@@ -115,3 +116,39 @@ def test_a_killed_replica_is_excluded_and_the_survivors_keep_training(training) 
     assert sorted(done) == list(range(40)), "every iteration completed once"
     assert all(done[k] == ["h0", "h1", "h2", "h3"] for k in range(restart["iteration"]))
     assert all(done[k] == ["h0", "h1", "h3"] for k in range(restart["iteration"], 40))
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+@pytest.mark.parametrize("groups", [[2], [1, 2], [3, 2], [2, 2, 2, 1]])
+def test_every_collective_leaves_each_rank_what_nccl_defines(name: str,
+                                                             groups: list[int]) -> None:
+    """Computed here without the collective's own code: sums, gathers and exchanges by
+    index, over a length that is a multiple of n as the validation rounds it."""
+    members = [Member(f"g{g}m{i}", f"g{g}") for g, size in enumerate(groups)
+               for i in range(size)]
+    n, length = len(members), 6 * len(members)
+    inputs = [contribution(i, 2, length) for i in range(n)]
+    vectors = {m.name: array("q", inputs[i]) for i, m in enumerate(members)}
+    run_locally(COLLECTIVES[name].run, members, vectors)
+    size = length // n
+    for i, m in enumerate(members):
+        got = list(vectors[m.name])
+        if name.startswith("all_reduce"):
+            wanted = [sum(v[k] for v in inputs) for k in range(length)]
+        elif name.startswith("all_gather"):
+            wanted = [inputs[k // size][k] for k in range(length)]
+        elif name.startswith("reduce_scatter"):
+            got = got[i * size:(i + 1) * size]
+            wanted = [sum(v[k] for v in inputs) for k in range(i * size, (i + 1) * size)]
+        else:
+            wanted = [inputs[k // size][i * size + k % size] for k in range(length)]
+        assert got == wanted, m.name
+        assert COLLECTIVES[name].check(inputs, i, vectors[m.name])
+    assert not COLLECTIVES[name].check(inputs, 0, array("q", bytes(length * 8))), \
+        "a zero vector is no result"
+
+
+def test_bus_bandwidth_factors_are_nccl_tests_own() -> None:
+    assert COLLECTIVES["all_reduce:ring"].bus_factor(8) == 2 * 7 / 8
+    assert COLLECTIVES["all_gather:ring"].bus_factor(8) == 7 / 8
+    assert COLLECTIVES["all_to_all"].bus_factor(2) == 1 / 2
