@@ -28,14 +28,15 @@ class TopologyProblem(FabricLabError):
 
 
 class TopologyError(FabricLabError):
-    """Every problem found in one topology file; nothing was created."""
+    """Every problem found in one topology file (or another file the lab reads: `what`);
+    nothing was created."""
 
-    def __init__(self, problems: list[TopologyProblem]) -> None:
-        self.problems = problems
+    def __init__(self, problems: list[TopologyProblem], what: str = "topology") -> None:
+        self.problems, self.what = problems, what
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        head = f"{len(self.problems)} problem(s) in topology; nothing was created"
+        head = f"{len(self.problems)} problem(s) in {self.what}; nothing was created"
         return "\n".join([head, *(f"  {p}" for p in self.problems)])
 
 

@@ -24,12 +24,13 @@ from harness.cli import (
     netem,
     sai,
     srv6,
+    validate,
 )
 from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, fault, netem, sai, srv6,
-                  headroom, gen)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, sai,
+                  srv6, headroom, gen)
 console = make_console(stderr=True)
 
 

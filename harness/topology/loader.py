@@ -131,13 +131,15 @@ def _field_model(annotation: Any) -> Any:
     return None
 
 
-def schema_problems(exc: ValidationError, src: SourceMap) -> list[TopologyProblem]:
+def schema_problems(exc: ValidationError, src: SourceMap,
+                    model: type[BaseModel] = TopologyFile) -> list[TopologyProblem]:
+    """Each of pydantic's errors at the file, line and key it came from, with a fix."""
     problems = []
     for err in exc.errors():
         path: KeyPath = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
             bad = str(path[-1])
-            options = _allowed_keys(TopologyFile, path)
+            options = _allowed_keys(model, path)
             close = difflib.get_close_matches(bad, options, n=1, cutoff=0.6)
             fix = f"did you mean '{close[0]}'?" if close else (
                 f"allowed keys here: {', '.join(options)}" if options else "remove it")

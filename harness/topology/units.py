@@ -1,4 +1,4 @@
-"""Strict parsing of the units a link carries: durations, rates and percentages.
+"""Strict parsing of the units a link carries: durations, rates, percentages and sizes.
 
 A bare number is refused on purpose: `delay: 5` could be ms or us, and a wrong guess
 would silently turn a 40 km link into a 40,000 km one.
@@ -16,6 +16,9 @@ _RATE_BPS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**
 _DURATION = re.compile(_NUMBER + r"(?P<unit>ns|us|µs|ms|s)$")
 _RATE = re.compile(_NUMBER + r"(?P<unit>[kmgt]?bit)(?:/s)?$", re.IGNORECASE)
 _PERCENT = re.compile(_NUMBER + r"%$")
+_BYTES = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6,
+          "gb": 10**9}
+_SIZE = re.compile(_NUMBER + r"(?P<unit>[kmg]i?b|b)$", re.IGNORECASE)
 
 
 def parse_duration_us(text: object) -> float:
@@ -44,6 +47,22 @@ def parse_percent(text: object) -> float:
     if not match or float(match["value"]) > 100:
         raise ValueError(f"{text!r} is not a percentage; write 0% to 100% (e.g. 0.1%)")
     return float(match["value"])
+
+
+def parse_bytes(text: object) -> int:
+    """'64KiB' -> 65536, '1MB' -> 1000000 (bytes)."""
+    match = _SIZE.match(str(text).strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a size; write a number with B, KiB, MiB, GiB (or "
+                         "KB, MB, GB), e.g. 64KiB")
+    return int(float(match["value"]) * _BYTES[match["unit"].lower()])
+
+
+def format_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return f"{size}B"
 
 
 def format_duration_us(us: float) -> str:

@@ -41,7 +41,7 @@ class Inbox:
             sock, _ = self.listener.accept()
             sock.settimeout(5)
             try:
-                epoch, name = HELLO.unpack(_read(sock, HELLO.size))
+                epoch, name = HELLO.unpack(read_exactly(sock, HELLO.size))
             except OSError:
                 sock.close()
                 continue
@@ -58,7 +58,7 @@ class Inbox:
             return self.ready.pop((epoch, peer))
 
 
-def _read(sock: socket.socket, size: int) -> bytes:
+def read_exactly(sock: socket.socket, size: int) -> bytes:
     buf = bytearray()
     while len(buf) < size:
         got = sock.recv(min(size - len(buf), 1 << 20))
@@ -72,15 +72,17 @@ class EpochMesh:
     """The `Mesh` of one membership: connections made on first use, all closed together."""
 
     def __init__(self, me: str, epoch: int, addresses: dict[str, tuple[str, int]],
-                 inbox: Inbox, timeout: float) -> None:
+                 inbox: Inbox, timeout: float, *, patient: bool = False) -> None:
+        """`patient`: a peer not listening yet is tried again until `timeout` (ranks that
+        start together); a replica's peer that refuses is dead and aborts the step."""
         self.me, self.epoch, self.addresses, self.inbox = me, epoch, addresses, inbox
-        self.timeout = timeout
+        self.timeout, self.patient = timeout, patient
         self.socks: dict[str, socket.socket] = {}
         self.opening: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
         self.aborted = False
 
-    def _sock(self, peer: str) -> socket.socket:
+    def connection(self, peer: str) -> socket.socket:
         """The connection to `peer`; a send and a receive asking at once share one."""
         with self.lock:
             if self.aborted:
@@ -93,7 +95,7 @@ class EpochMesh:
 
     def _open(self, peer: str) -> None:
         if self.me < peer:
-            sock = socket.create_connection(self.addresses[peer], timeout=self.timeout)
+            sock = self._connect(peer)
             sock.sendall(HELLO.pack(self.epoch, self.me.encode()))
         else:
             sock = self.inbox.take(self.epoch, peer, self.timeout)
@@ -104,12 +106,22 @@ class EpochMesh:
             if self.aborted:
                 sock.shutdown(socket.SHUT_RDWR)
 
+    def _connect(self, peer: str) -> socket.socket:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return socket.create_connection(self.addresses[peer], timeout=self.timeout)
+            except ConnectionRefusedError:
+                if not self.patient or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def exchange(self, sends: dict[str, bytes], receives: Sequence[str]) -> dict[str, bytes]:
         errors: list[BaseException] = []
 
         def send(peer: str, payload: bytes) -> None:
             try:
-                self._sock(peer).sendall(FRAME.pack(self.epoch, len(payload)) + payload)
+                self.connection(peer).sendall(FRAME.pack(self.epoch, len(payload)) + payload)
             except OSError as exc:
                 errors.append(exc)
                 self.abort()  # a peer waiting on this one hears of it now, not at its timeout
@@ -120,11 +132,11 @@ class EpochMesh:
         got = {}
         try:
             for peer in receives:
-                sock = self._sock(peer)
-                epoch, length = FRAME.unpack(_read(sock, FRAME.size))
+                sock = self.connection(peer)
+                epoch, length = FRAME.unpack(read_exactly(sock, FRAME.size))
                 if epoch != self.epoch:
                     raise ConnectionError(f"{peer} sent epoch {epoch}, not {self.epoch}")
-                got[peer] = _read(sock, length)
+                got[peer] = read_exactly(sock, length)
         except OSError:
             self.abort()
             raise

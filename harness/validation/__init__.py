@@ -1,0 +1,1 @@
+"""Performance validation of a running lab: profiles, the run across tiers of hosts, checks."""
