@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from harness.cli import (
     access,
+    ansible,
     doctor,
     export,
     fault,
@@ -30,7 +31,7 @@ from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, sai,
-                  srv6, headroom, gen)
+                  srv6, headroom, gen, ansible)
 console = make_console(stderr=True)
 
 
