@@ -15,6 +15,7 @@ from harness.cli import (
     access,
     ansible,
     doctor,
+    exercise,
     export,
     fault,
     gen,
@@ -31,7 +32,7 @@ from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, sai,
-                  srv6, headroom, gen, ansible)
+                  srv6, headroom, gen, ansible, exercise)
 console = make_console(stderr=True)
 
 

@@ -134,7 +134,7 @@ def deploy(args: argparse.Namespace) -> int:
     report_refused(lab)
     if conv is not None:
         out.print(f"[green]lab {plan.name} is up[/]: {conv.summary()}.")
-    me = _as_typed()
+    me = as_typed()
     routers = [n for n in plan.nodes if n.runs_frr] or plan.nodes
     hosts = [n for n in plan.nodes if n.role is Role.host] or routers
     src, dst = hosts[0], hosts[-1]
@@ -189,13 +189,13 @@ def mininet(args: argparse.Namespace) -> int:
     try:
         deploy_drawn(lab, start_frr=True, timeout=args.timeout)
         out.print(f"lab {lab.plan.name} is up; Mininet's CLI follows (`r1 ping r2`, `nodes`, "
-                  f"`exit`); `{_as_typed()} vtysh {lab.plan.name}/NODE` from another shell")
+                  f"`exit`); `{as_typed()} vtysh {lab.plan.name}/NODE` from another shell")
         return lab.runtime.run_cli(lab.plan)
     finally:
         lab.destroy()
 
 
-def _as_typed() -> str:
+def as_typed() -> str:
     """How the user can call labctl: by name if it is on PATH, else by its path
     (`make lab` installs it in .venv/bin, which is not on PATH)."""
     if shutil.which("labctl"):

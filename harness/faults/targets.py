@@ -55,3 +55,11 @@ def select_nodes(plan: LabPlan, spec: str) -> list[str]:
     if not chosen:
         raise LabError(f"{spec!r} names no node; give names or patterns, e.g. 'r1-*,bag1'")
     return chosen
+
+
+def ports_toward(plan: LabPlan, node: str, toward: str) -> list[str]:
+    """`node`'s ports to `toward`: one link, or each member of a bundle."""
+    found = [i.name for i in plan.node(node).interfaces if i.peer.node == toward]
+    if not found:
+        raise LabError(f"{node} has no link to {toward}")
+    return found

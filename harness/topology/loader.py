@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
@@ -107,28 +107,45 @@ def parse_yaml(text: str, file: str) -> tuple[Any, SourceMap]:
     return data, src
 
 
-def _allowed_keys(model: type[BaseModel], path: KeyPath) -> list[str]:
-    """The keys the schema accepts at `path`, for 'did you mean' suggestions."""
-    current: Any = model
-    for part in path[:-1]:
-        if isinstance(part, int) or current is None:
-            continue
-        field = getattr(current, "model_fields", {}).get(part)
-        if field is not None:  # else a user's own key (a node name): same model below it
-            current = _field_model(field.annotation)
-    fields = getattr(current, "model_fields", {})
-    return [field.alias or name for name, field in fields.items()]
+def _tags(model: type[BaseModel]) -> set[str]:
+    """The values that tag `model` in a union: its one-valued Literal fields (`do: exec`)."""
+    return {get_args(f.annotation)[0] for f in model.model_fields.values()
+            if get_origin(f.annotation) is Literal and len(get_args(f.annotation)) == 1}
 
 
-def _field_model(annotation: Any) -> Any:
-    """The model inside an annotation such as `NodeSpec`, `list[LinkSpec]` or `X | None`."""
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models inside an annotation such as `NodeSpec`, `list[LinkSpec]`, `X | None` or
+    a tagged union of steps."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _field_model(arg)
-        if found is not None:
-            return found
-    return None
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _through_tags(model: type[BaseModel], loc: KeyPath
+                  ) -> tuple[KeyPath, list[type[BaseModel]]]:
+    """pydantic puts a tagged union's tag in an error's location (setup.0.exec.cmd) where the
+    file has no key; the location as written, and the models a key below it belongs to."""
+    path: list[str | int] = []
+    models = [model]
+    for part in loc:
+        if isinstance(part, str) and not any(part in m.model_fields for m in models):
+            tagged = [m for m in models if part in _tags(m)]
+            if tagged:
+                models = tagged
+                continue
+        path.append(part)
+        if isinstance(part, str):
+            field = next((m.model_fields[part] for m in models if part in m.model_fields), None)
+            if field is not None:  # else a user's own key (a node name): same model below it
+                models = _models_in(field.annotation)
+    return tuple(path), models
+
+
+def _allowed_keys(model: type[BaseModel], loc: KeyPath) -> list[str]:
+    """The keys the schema accepts where `loc` ends, for 'did you mean' suggestions."""
+    _, models = _through_tags(model, loc[:-1])
+    return list(dict.fromkeys(f.alias or name for m in models
+                              for name, f in m.model_fields.items()))
 
 
 def schema_problems(exc: ValidationError, src: SourceMap,
@@ -136,10 +153,11 @@ def schema_problems(exc: ValidationError, src: SourceMap,
     """Each of pydantic's errors at the file, line and key it came from, with a fix."""
     problems = []
     for err in exc.errors():
-        path: KeyPath = tuple(err["loc"])
+        loc: KeyPath = tuple(err["loc"])
+        path, _ = _through_tags(model, loc)
         if err["type"] == "extra_forbidden":
             bad = str(path[-1])
-            options = _allowed_keys(model, path)
+            options = _allowed_keys(model, loc)
             close = difflib.get_close_matches(bad, options, n=1, cutoff=0.6)
             fix = f"did you mean '{close[0]}'?" if close else (
                 f"allowed keys here: {', '.join(options)}" if options else "remove it")

@@ -1,0 +1,2 @@
+"""Operator training: exercises (labs/*.yml) as data, the steps that break and fix a lab, and
+the checks that tell a trainee whether it works again."""
