@@ -118,7 +118,7 @@ bench: setup
 # qemu is installed here), 100 SIGKILL chaos trials and every benchmark.
 nightly: images
 	@$(MAKE) --no-print-directory debs EXTRA_DEBS=qemu-system-x86
-	$(PY) bench/nightly.py
+	$(PY) bench/nightly.py --history $(wildcard reports/nightly-*)
 
 clean: destroy
 	rm -rf $(VENV) build *.egg-info

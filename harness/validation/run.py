@@ -36,6 +36,7 @@ class Pair:
     rtt_p50_us: float
     rtt_p99_us: float
     p2p_GBps: float  # nccl-tests reports GB/s: 1e9 bytes a second
+    rtts_us: tuple[float, ...] = ()  # every round trip, sorted: the report's latency CDF
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def point_to_point(lab: LabContext, profile: Profile, order: Sequence[str]) -> l
             rtts = sorted(p["rtt_us"])
             measured.append(Pair(p["a"], p["b"], statistics.median(rtts),
                                  rtts[min(len(rtts) - 1, int(len(rtts) * 0.99))],
-                                 p["stream_bytes"] / p["stream_seconds"] / 1e9))
+                                 p["stream_bytes"] / p["stream_seconds"] / 1e9,
+                                 tuple(round(r, 1) for r in rtts)))
     return sorted(measured, key=lambda p: pairs.index([p.a, p.b]))
 
 
