@@ -29,6 +29,11 @@ from harness.topology.loader import load_file, parse_yaml
 from harness.topology.schema import Role
 from harness.topology.validate import validate
 
+# Between backbone routers, as operators size a core: a 1,500-byte packet from a campus still
+# fits once the headend adds its outer IPv6 header and SRH (40 + 8 + 16 per SID bytes). With
+# 1,500 here a full-size packet cannot leave the headend and TCP stalls (PMTUD gets no answer).
+CORE_MTU = 9100
+
 BFD = {"interval": "100ms", "multiplier": 3}
 
 
@@ -103,13 +108,13 @@ def generate(p: RbbParams) -> dict[str, Any]:
                                            for i in range(n)}}
     cabling = Cabling(topology_in.get("links", []))
 
-    def join(a: str, b: str, km: float) -> None:
-        cabling.join(a, b, **({"distance_km": km} if km else {}))  # a patch cable: no length
+    def join(a: str, b: str, km: float, **extra: Any) -> None:
+        cabling.join(a, b, **({"distance_km": km} if km else {}), **extra)  # a patch: no length
 
     for i in range(n):
-        join(router(i), router((i + 1) % n), p.ring_km)
+        join(router(i), router((i + 1) % n), p.ring_km, mtu=CORE_MTU)
     for k in range(p.chords):
-        join(router(k), router(k + n // 2), p.chord_km)
+        join(router(k), router(k + n // 2), p.chord_km, mtu=CORE_MTU)
     homes = [c * n // p.campuses for c in range(p.campuses)]
     for home, bags in zip(homes, regions.values(), strict=False):
         for bag in bags:
