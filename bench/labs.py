@@ -29,7 +29,7 @@ from harness.errors import FabricLabError
 from harness.faults import Faults
 from harness.kernel import neighbour_room
 from harness.lab import Lab, destroy_lab
-from harness.spray.control import nic_planes, spraying_hosts, wait_spray
+from harness.spray.control import spraying_hosts, wait_spray
 from harness.testing import evidence
 from harness.testing.junit import Case, write_suite
 from harness.testing.report import fault_records
@@ -46,30 +46,55 @@ RATE_PPS, COUNT, FAULT_AT_S = 1000, 3000, 1.0  # 3 s of flow, the fault 1 s in
 RECOVER_S = 120.0
 
 
-def transit(lab: Lab, host: str) -> tuple[str, str] | None:
-    """(the switch `host` hangs off, one of its uplink neighbours) where the switch has another
-    way out (a second uplink, or the host's other planes), so a fault there is survivable."""
-    plan = lab.plan
-    edge = plan.node(host).interfaces[0].peer.node
-    uplinks = [i.peer.node for i in plan.node(edge).interfaces
-               if plan.node(i.peer.node).role is not Role.host]
-    if len(set(uplinks)) >= 2 or (uplinks and spraying_hosts(plan)):
-        return edge, uplinks[0]
-    return None
+def _distances(links: dict[str, set[str]], start: str, without: str = "",
+               cut: tuple[str, str] | None = None) -> dict[str, int]:
+    seen, frontier = {start: 0}, [start]
+    while frontier:
+        node = frontier.pop(0)
+        for peer in links[node] - seen.keys() - {without}:
+            if cut and {node, peer} == set(cut):
+                continue
+            seen[peer] = seen[node] + 1
+            frontier.append(peer)
+    return seen
+
+
+def redundant_hop(lab: Lab, src: str, dst: str) -> tuple[str, str, bool] | None:
+    """A hop (near, far, far can fail) on a shortest path from src to dst, as near dst as can
+    be, that the lab can lose and still join src to dst: a fault there is one the fabric is
+    built to survive. One whose far node can go too comes first, then hops between switches
+    (a NIC's own link only where no other is)."""
+    links: dict[str, set[str]] = {n.name: set() for n in lab.plan.nodes}
+    for link in lab.plan.links:
+        links[link.a.node].add(link.b.node)
+        links[link.b.node].add(link.a.node)
+    from_src, from_dst = _distances(links, src), _distances(links, dst)
+    if dst not in from_src:
+        return None
+    hosts = {n.name for n in lab.plan.nodes if n.role is Role.host}
+    hops = [(near, far, dst in _distances(links, src, without=far))
+            for far in links for near in links[far]
+            if far in from_src and near in from_dst and far not in hosts
+            and from_src[far] + 1 + from_dst[near] == from_src[dst]
+            and dst in _distances(links, src, cut=(near, far))]
+    hops.sort(key=lambda hop: (not hop[2], hop[0] in hosts, from_dst[hop[0]]))
+    return hops[0] if hops else None
 
 
 def fault_round(lab: Lab, src: str, dst: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Each fault under its own flow src -> dst, undone and reconverged before the next."""
-    found = transit(lab, dst)
+    found = redundant_hop(lab, src, dst)
     if found is None:
-        return [], [f"{lab.plan.name}: {dst}'s switch has no second way out: no fault round"]
-    edge, uplink = found
+        return [], [f"{lab.plan.name}: no link between {src} and {dst} can fail without "
+                    "cutting them apart: no fault round"]
+    edge, uplink, can_crash = found
     kinds: list[tuple[str, Callable[[Faults], object]]] = [
         ("link_down", lambda f: f.link_down(f"{edge}--{uplink}")),
-        ("node_crash", lambda f: f.node_crash(uplink)),
         ("bgp_reset", lambda f: f.bgp_reset(edge, uplink))]
-    if spraying_hosts(lab.plan):
-        plane = nic_planes(lab.plan, lab.plan.node(dst))[lab.plan.node(dst).interfaces[0].name]
+    if can_crash:
+        kinds.insert(1, ("node_crash", lambda f: f.node_crash(uplink)))
+    plane = lab.plan.node(uplink).plane
+    if spraying_hosts(lab.plan) and plane is not None:
         kinds.insert(0, ("plane_down", lambda f: f.plane_down(plane)))
     records = []
     for kind, inject in kinds:

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.build import REPO
+from harness.lab import EVIDENCE_ENV
 from harness.testing import html
 from harness.testing.junit import Case, merge, suite
 
@@ -94,9 +95,10 @@ def run(step: Step, report: Path, extra: list[str]) -> tuple[int, float, list[st
     log = report / f"{step.name}.log"
     argv = [a.replace(REPORT, str(report)) for a in step.argv] + extra
     started = time.monotonic()
+    env = {**os.environ, EVIDENCE_ENV: str(report / "evidence" / step.name)}
     with log.open("w") as out:
         status = subprocess.run(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL).returncode
+                                stdin=subprocess.DEVNULL, env=env).returncode
     lines = log.read_text(errors="replace").splitlines()
     return status, time.monotonic() - started, lines[-TAIL_LINES:]
 

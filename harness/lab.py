@@ -5,7 +5,9 @@ harness/deploy/stages.py; destroy removes all of it, also after a deploy killed 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import sys
 from pathlib import Path
 
 from harness.converge import Convergence
@@ -24,6 +26,7 @@ from harness.topology.plan import LabPlan
 
 PLAN_FILE = "plan.json"
 JOURNAL_FILE = "journal.jsonl"
+EVIDENCE_ENV = "FABRIC_LAB_EVIDENCE_DIR"
 
 
 class Lab(LabContext):
@@ -105,6 +108,14 @@ class Lab(LabContext):
         (self.dir / PLAN_FILE).write_text(self.plan.model_dump_json(indent=1))
 
     def destroy(self) -> None:
+        """Also archives the lab's evidence first when it goes because something failed (an
+        exception in flight, as in the `finally` of a bench) and $FABRIC_LAB_EVIDENCE_DIR names
+        where: the nightly sets it, so a failed step keeps what its labs showed."""
+        failing, keep = sys.exc_info()[1], os.environ.get(EVIDENCE_ENV)
+        if keep and isinstance(failing, Exception) and self.dir.exists():
+            from harness.testing.evidence import archive  # it reads labs: imports this module
+            with contextlib.suppress(Exception):  # evidence is a bonus; removal must happen
+                archive(self, Path(keep) / self.plan.name)
         destroy_lab(self.plan.name)
 
 

@@ -4,6 +4,7 @@ in it, before its fixture destroys it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,31 @@ def test_a_failed_test_archives_its_lab_before_it_is_destroyed(tmp_path: Path) -
     assert (archived / "files" / "plan.json").is_file()
     assert any((archived / "files" / "nodes" / "r1").rglob("*.log")), "the node's logs"
     assert leftovers("e2eevidence") == []
+
+
+BENCH = f"""
+from harness.lab import Lab
+from harness.testing import plan_from
+
+for name, fails in (("e2eclean", False), ("e2ebench", True)):
+    lab = Lab(plan_from({str(TOPOLOGIES / "pair.yml")!r}, name=name))
+    lab.deploy()
+    try:
+        if fails:
+            raise RuntimeError("a bench step failing")
+    finally:
+        lab.destroy()
+"""
+
+
+def test_a_failing_nightly_step_keeps_its_labs_evidence(tmp_path: Path) -> None:
+    """As the nightly runs a bench: $FABRIC_LAB_EVIDENCE_DIR set, a lab destroyed in the
+    `finally` of a failure is archived first; one destroyed after success is not."""
+    out = subprocess.run([sys.executable, "-c", BENCH], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300,
+                         env={**os.environ, "FABRIC_LAB_EVIDENCE_DIR": str(tmp_path / "ev")})
+    assert out.returncode == 1 and "a bench step failing" in out.stderr, out.stderr
+    assert sorted(p.name for p in (tmp_path / "ev").iterdir()) == ["e2ebench"]
+    r1 = json.loads((tmp_path / "ev" / "e2ebench" / "nodes" / "r1.json").read_text())
+    assert r1["frr"]["bgp_summary"]["ipv4Unicast"]["peerCount"] == 1
+    assert leftovers("e2ebench") == [] and leftovers("e2eclean") == []
