@@ -3,7 +3,7 @@
 to converge), validate (the default profile: latency, bandwidth, collectives), then break it
 under a flow and measure the outage of each fault type (a transit link down, the switch
 behind it crashed, its BGP session reset; a plane down where hosts spray). A lab that fails
-keeps its evidence (harness/testing/evidence.py) before it is destroyed.
+keeps its evidence (harness/faults/evidence.py) before it is destroyed.
 
 Writes REPORT_DIR/labs.json and REPORT_DIR/labs.xml (JUnit: a test case per lab and stage).
 
@@ -26,11 +26,10 @@ from harness.build import REPO
 from harness.converge import wait_converged
 from harness.deploy.stages import Progress
 from harness.errors import FabricLabError
-from harness.faults import Faults
+from harness.faults import Faults, evidence
 from harness.kernel import neighbour_room
 from harness.lab import Lab, destroy_lab
 from harness.spray.control import spraying_hosts, wait_spray
-from harness.testing import evidence
 from harness.testing.junit import Case, write_suite
 from harness.testing.report import fault_records
 from harness.topology.augment import augment

@@ -113,7 +113,7 @@ class Lab(LabContext):
         where: the nightly sets it, so a failed step keeps what its labs showed."""
         failing, keep = sys.exc_info()[1], os.environ.get(EVIDENCE_ENV)
         if keep and isinstance(failing, Exception) and self.dir.exists():
-            from harness.testing.evidence import archive  # it reads labs: imports this module
+            from harness.faults.evidence import archive  # it reads labs: imports this module
             with contextlib.suppress(Exception):  # evidence is a bonus; removal must happen
                 archive(self, Path(keep) / self.plan.name)
         destroy_lab(self.plan.name)

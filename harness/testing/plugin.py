@@ -20,11 +20,10 @@ import pytest
 
 from harness.converge import wait_converged
 from harness.errors import LabError
-from harness.faults import Faults
+from harness.faults import Faults, evidence
 from harness.lab import PLAN_FILE, Lab, destroy_lab, lab_names
 from harness.paths import lab_dir
 from harness.spray.control import spraying_hosts, wait_spray
-from harness.testing import evidence
 from harness.testing.plans import plan_from
 from harness.testing.report import fault_records, junit_properties, write_report
 from harness.traffic.analysis import FlowResult
@@ -44,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="where fault tests write outage and loss per fault (JSON)")
     parser.addoption("--evidence-dir", default="reports/evidence",
                      help="where a failed test's labs are archived before they are destroyed "
-                     "(harness/testing/evidence.py); '' not to archive")
+                     "(harness/faults/evidence.py); '' not to archive")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -19,7 +19,8 @@ from typing import Any
 
 from harness.agent.client import ask
 from harness.faults import registry
-from harness.lab import Lab
+from harness.nodes.frr import frr_of
+from harness.runtime.context import LabContext
 from harness.topology.schema import Kind
 
 FILE_TAIL_BYTES = 4 << 20  # a log larger than this keeps its end: where the failure is
@@ -42,23 +43,23 @@ def _read(what: Callable[[], Any]) -> Any:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _command(lab: Lab, node: str, argv: tuple[str, ...]) -> Any:
+def _command(lab: LabContext, node: str, argv: tuple[str, ...]) -> Any:
     out = lab.node(node).cmd(*argv, timeout=READ_TIMEOUT_S)
     if out.returncode:
         raise RuntimeError(f"{' '.join(argv)}: exit {out.returncode}: {out.stderr.strip()}")
     return json.loads(out.stdout) if "-j" in argv else out.stdout
 
 
-def node_state(lab: Lab, name: str) -> dict[str, Any]:
+def node_state(lab: LabContext, name: str) -> dict[str, Any]:
     plan = lab.plan.node(name)
     state: dict[str, Any] = {"kernel": {key: _read(lambda a=argv: _command(lab, name, a))
                                         for key, argv in KERNEL.items()}}
     if plan.runs_frr:
-        frr = lab.frr(name)
+        frr = frr_of(lab, name)
         state["frr"] = {key: _read(lambda d=daemon, c=command: frr.show_json(d, c))
                         for key, (daemon, command) in FRR_SHOWS.items()}
     if plan.kind is Kind.sai:
-        workdir = lab.frr(name).workdir
+        workdir = frr_of(lab, name).workdir
         state["sai"] = {key: _read(lambda r=request: ask(workdir, r, timeout=READ_TIMEOUT_S))
                         for key, request in SAI_REQUESTS.items()}
     return state
@@ -86,7 +87,7 @@ def _copy_files(source: Path, dest: Path) -> None:
             continue
 
 
-def archive(lab: Lab, dest: Path) -> Path:
+def archive(lab: LabContext, dest: Path) -> Path:
     """Everything above, into `dest/` (created): files/, nodes/NODE.json, faults.json."""
     dest.mkdir(parents=True, exist_ok=True)
     _copy_files(lab.dir, dest / "files")
