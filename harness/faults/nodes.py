@@ -8,6 +8,7 @@ from harness.converge import poll_until
 from harness.errors import LabError
 from harness.faults import filters
 from harness.faults.registry import Undo
+from harness.links import impair
 from harness.linux.processes import kill_and_reap
 from harness.nodes.frr import frr_of
 from harness.nodes.kind import kind_of
@@ -32,7 +33,9 @@ def node_crash(lab: LabContext, node: str, fault_id: int, undo: Undo, *,
 
 
 def restart(lab: LabContext, node: str) -> None:
-    """The node's kind brings back all it runs (a switch: FRR with FPM, and its agent)."""
+    """The node's kind brings back all it runs (a switch: FRR with FPM, and its agent), once
+    its links' impairment engines, which died with it, carry packets again."""
+    impair.revive(lab, node)
     kind_of(lab, node).restart(lab, lab.plan.node(node))
 
 

@@ -13,12 +13,15 @@ from pathlib import Path
 
 
 def process_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat: tells a live process from a recycled PID."""
+    """Field 22 of /proc/PID/stat: tells a live process from a recycled PID. None for a
+    zombie too: it has exited, and whether its parent reaps it soon (an orphan's init in a
+    container may not) says nothing of the process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
 
 
 @dataclass(frozen=True)

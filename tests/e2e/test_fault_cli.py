@@ -98,6 +98,21 @@ def test_a_crashed_switch_blackholes_until_restarted(clos_lab: Lab) -> None:
     assert ping_replies(clos_lab, "host1", "host2") == 3
 
 
+def test_a_crashed_switch_comes_back_with_its_impaired_links(clos_lab: Lab) -> None:
+    """The userspace impairment engines of a switch's links run in the switch and die with
+    it; restarting the switch starts them again, or its delayed link carries nothing one way
+    and its session there never returns (the nightly found it on bag-mini's long hauls)."""
+    assert labctl("netem", "set", f"{NAME}/leaf2:eth1", "--delay", "2ms").returncode == 0
+    try:
+        fault("node-crash", "leaf2")
+        assert "converged again" in fault("node-restart", "leaf2")
+        [shown] = json.loads(labctl("netem", "show", NAME, "--json").stdout)
+        assert (shown["endpoint"], shown["health"]) == ("leaf2:eth1", "active"), shown
+        assert ping_replies(clos_lab, "host1", "host2") == 3
+    finally:
+        assert labctl("netem", "clear", f"{NAME}/leaf2:eth1").returncode == 0
+
+
 def test_a_bgp_reset_returns_once_the_sessions_are_back(clos_lab: Lab) -> None:
     said = fault("bgp-reset", "leaf3", "--peer", "spine1")
     assert "bgp_reset(leaf3->spine1): sessions Established again" in said

@@ -92,6 +92,16 @@ def apply(lab: LabContext, endpoint: Endpoint, impairment: Impairment) -> str:
     return backend.name
 
 
+def revive(lab: LabContext, node: str) -> list[Endpoint]:
+    """Each of `node`'s impaired link ends as it was before the node crashed: a crash kills
+    every process in the node, the userspace engines among them, and a link whose engine is
+    gone carries nothing one way (its egress still goes to the engine's TAP)."""
+    ends = [s for s in states.load_all(lab.dir) if s.endpoint.node == node]
+    for state in ends:
+        apply(lab, state.endpoint, state.impairment)  # a live engine: a no-op update
+    return [s.endpoint for s in ends]
+
+
 def clear(lab: LabContext, endpoint: Endpoint) -> None:
     current = states.load(lab.dir, endpoint)
     if current is not None:
