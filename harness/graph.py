@@ -14,7 +14,7 @@ from harness.topology.plan import LabPlan, LinkPlan, NodePlan
 from harness.topology.schema import Role
 from harness.topology.units import format_duration_us
 
-TIER = {Role.host: 0, Role.scaleup: 0, Role.leaf: 1, Role.spine: 2, Role.superspine: 3,
+TIER = {Role.host: 0, Role.scaleup: 1, Role.leaf: 1, Role.spine: 2, Role.superspine: 3,
         Role.bag: 4, Role.backbone: 5}
 
 

@@ -39,12 +39,13 @@ from harness.linux.files import replace_file
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
 from harness.sai import srv6_engine
-from harness.sai.capacity import PROFILES, CapacityProfile
+from harness.sai.capacity import CapacityProfile, platform_capacity
 from harness.sai.kernel import SAI_TABLE, KernelBackend
 from harness.sai.seg6 import SID_DEVICE, Srv6Setup
 from harness.sai.switch import SaiSwitch
 from harness.sai.trace import Trace
 from harness.sai.types import ObjectType
+from harness.topology.platforms import DEFAULT_PLATFORM, PLATFORMS
 
 T = ObjectType
 REPLAY_SETTLE_S = 3.0  # zebra pauses 1 s when its FPM buffer fills; a replay has gaps < 3 s
@@ -360,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-dir", required=True, type=Path)
     parser.add_argument("--port", type=int, default=FPM_PORT)
     parser.add_argument("--table", type=int, default=SAI_TABLE)
-    parser.add_argument("--capacity", choices=sorted(PROFILES), default="linux")
+    parser.add_argument("--platform", choices=sorted(PLATFORMS), default=DEFAULT_PLATFORM,
+                        help="the switch platform whose SAI capacities the agent starts with")
     parser.add_argument("--config", type=Path, help="the configuration document (default: "
                         f"NODE_DIR/{CONFIG_FILE})")
     parser.add_argument("--srv6-engine", required=True, help="the fl-srv6 program, for where "
@@ -371,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv6 = Srv6Setup(args.node_dir, args.srv6_engine, args.srv6_path)
-    agent = Agent(args.node_dir, PROFILES[args.capacity], args.table, args.port, args.config,
-                  srv6)
+    agent = Agent(args.node_dir, platform_capacity(PLATFORMS[args.platform]), args.table, args.port,
+                  args.config, srv6)
     agent.boot()
     # A FIB is many long-lived objects: the cyclic GC rescanning them took a quarter of a
     # 10k-route download. Boot's objects leave its scans; young collections run less often.

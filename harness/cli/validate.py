@@ -16,9 +16,11 @@ from harness.cli.console import make_console
 from harness.cli.labref import open_lab
 from harness.cli.lifecycle import require_root
 from harness.errors import CheckFailed, UsageError
+from harness.fabrics.scaleup import nonblocking
 from harness.kernel import neighbour_room
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
+from harness.topology.schema import Role
 from harness.topology.units import format_bytes
 from harness.validation.checks import Verdict, judge_all
 from harness.validation.profile import DEFAULT, load_profile
@@ -46,6 +48,13 @@ def check_topology(path: str) -> int:
               f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "
               f"{len(plan.links)} links, {len(plan.sessions)} BGP sessions, runtime "
               f"{plan.runtime}", highlight=False, soft_wrap=True)
+    if any(n.role is Role.scaleup for n in plan.nodes):
+        problems = nonblocking(plan)
+        switches = sum(n.role is Role.scaleup for n in plan.nodes)
+        verdict = ("[red]not non-blocking:[/] " + "; ".join(problems) if problems else
+                   f"non-blocking: each accelerator pair has one equal path through each of "
+                   f"{switches} switches")
+        out.print(verdict, highlight=False, soft_wrap=True)
     room = neighbour_room(plan)
     if room:
         out.print(f"[yellow]on this host:[/] {room}", highlight=False)

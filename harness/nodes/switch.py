@@ -28,6 +28,7 @@ from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
 from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan
+from harness.topology.platforms import DEFAULT_PLATFORM
 from harness.topology.render_sai import sai_config, te_policies
 
 if TYPE_CHECKING:
@@ -73,14 +74,15 @@ def agent_pid(frr: Frr) -> int:
     return int(ask(frr.workdir, {"cmd": "status"}, timeout=2)["pid"])
 
 
-def start_agent(lab: LabContext, node: str, capacity: str = "linux") -> int:
+def start_agent(lab: LabContext, node: str) -> int:
     """Start the agent inside the node (recorded, so destroy ends it); return its pid once
     its control socket answers."""
     frr, runtime = frr_of(lab, node), lab.runtime
     (frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
     out = frr.workdir / "agent.out"
     pid = runtime.spawn(node, runtime.python(
-        "harness.agent", "--node-dir", str(frr.workdir), "--capacity", capacity,
+        "harness.agent", "--node-dir", str(frr.workdir), "--platform",
+        lab.plan.node(node).platform or DEFAULT_PLATFORM,
         "--srv6-engine", runtime.program(srv6_engine.ENGINE)), out, f"{node}/sai-agent")
     deadline = time.monotonic() + AGENT_START_S
     while True:
@@ -138,7 +140,9 @@ class SaiKind(FrrKind):
         except LabError:
             return {**status, "state": worse_state(status["state"], "degraded"),
                     "sai": "agent down"}
-        summary = f"{agent['routes_programmed']} routes; ports {port_speeds(agent)}"
+        platform = f"{node.platform}: " if node.platform else ""
+        summary = f"{platform}{agent['routes_programmed']} routes; ports {port_speeds(agent)}"
         if agent["reasons"]:
             summary += "; " + "; ".join(agent["reasons"])
-        return {**status, "state": worse_state(status["state"], agent["state"]), "sai": summary}
+        return {**status, "state": worse_state(status["state"], agent["state"]), "sai": summary,
+                "platform": node.platform or DEFAULT_PLATFORM}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from harness.sai.types import ObjectType
+from harness.topology.platforms import Platform
 
 T = ObjectType
 
@@ -48,9 +49,8 @@ _TABLE_OF = {T.ROUTE_ENTRY: "routes", T.NEXT_HOP: "next_hops", T.NEXT_HOP_GROUP:
              T.MY_SID_ENTRY: "my_sids", T.SRV6_SIDLIST: "sid_lists"}
 TABLES = {field: kind for kind, field in _TABLE_OF.items()}
 
-# A small fixed-pipeline ASIC, for labs that want the FIB to run out.
-PROFILES = {"linux": CapacityProfile(),
-            "small": CapacityProfile(name="small", routes=16_384, next_hops=4_096,
-                                     next_hop_groups=512, next_hop_group_members=4_096,
-                                     neighbors=4_096, my_sids=256, sid_lists=256,
-                                     buffer_bytes=64 << 20)}
+
+def platform_capacity(platform: Platform) -> CapacityProfile:
+    """What an agent on this platform starts with: its tables, its ports' speed."""
+    return replace(CapacityProfile(), name=platform.name, port_speed=platform.port_speed_mbps,
+                   **platform.tables)

@@ -15,6 +15,7 @@ from harness.errors import TopologyError, TopologyProblem
 from harness.topology.binds import parse_bind
 from harness.topology.loader import KeyPath, LoadedTopology
 from harness.topology.merge import layers, merged_node
+from harness.topology.platforms import PLATFORMS
 from harness.topology.schema import Kind, NodeFields, Role, TopologySpec
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
@@ -48,9 +49,36 @@ def validate(loaded: LoadedTopology) -> dict[str, NodeFields]:
     problems += _endpoint_problems(loaded, nodes)
     problems += _pool_problems(loaded, len(nodes))
     problems += _loopback_problems(loaded, nodes)
+    problems += _platform_problems(loaded, nodes)
     if problems:  # a defaults or group entry is checked once per node: report it once
         raise TopologyError(list({str(p): p for p in problems}.values()))
     return nodes
+
+
+def _platform_problems(loaded: LoadedTopology,
+                       nodes: dict[str, NodeFields]) -> list[TopologyProblem]:
+    """A platform is a SAI switch's hardware: a known one, with the ports its links need."""
+    src, problems = loaded.source, []
+    cabled = Counter(split_endpoint(e)[0] for link in loaded.spec.topology.links
+                     for e in link.endpoints if split_endpoint(e))
+    for name, node in nodes.items():
+        if node.platform is None:
+            continue
+        path = ("topology", "nodes", name, "platform")
+        platform = PLATFORMS.get(node.platform)
+        if platform is None:
+            close = difflib.get_close_matches(node.platform, PLATFORMS, n=1)
+            problems.append(src.problem(path, f"unknown platform {node.platform!r}",
+                                        f"did you mean '{close[0]}'?" if close else
+                                        f"use one of {', '.join(PLATFORMS)}"))
+        elif node.kind is not Kind.sai:
+            problems.append(src.problem(path, f"a platform is a SAI switch's hardware; "
+                                        f"{name} is kind {node.kind}", "add 'kind: sai'"))
+        elif platform.ports is not None and cabled[name] > platform.ports:
+            problems.append(src.problem(path, f"{name} has {cabled[name]} links but a "
+                                        f"{platform.name} has {platform.ports} ports",
+                                        "a platform with more ports, or fewer links"))
+    return problems
 
 
 def _group_problems(loaded: LoadedTopology) -> list[TopologyProblem]:

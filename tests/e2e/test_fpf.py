@@ -25,6 +25,7 @@ from harness.spray.control import (
 from harness.testing import plan_from
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
+from harness.testing.steering import assert_probes_steered, switch_after_fault
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +33,6 @@ PLANES = set(range(8))
 HOSTS = ("host1", "host2", "host3", "host4")
 RATE = 2000
 TRIALS = 5  # of the gray-plane test: each is lost to a BFD drop about one time in ten
-INTERVAL_MS = 1000 / RATE
 
 
 @pytest.fixture(scope="module")
@@ -63,33 +63,7 @@ def test_plane_down_keeps_the_flow_on_the_other_planes(lab, faults, traffic):
     assert planes_to_hosts(lab, "host1")["host3"] == PLANES - {3}
     assert spray_status(lab, lab.plan.node("host1"))["planes"] == \
         "7/8 active: 0-2,4-7; plane 3 out: BFD down"
-    assert_probes_steered(lab, faults, result, load)
-
-
-def assert_probes_steered(lab, faults, result, load: WakeupLateness) -> None:
-    """host1's agent took the failed plane out of host3's spray set within the probes' detect
-    time after the fault was in place on every switch of it (plus how late the two engines
-    woke, and the agent, whose event time is when it woke to the verdict), and the flow healed
-    when nft switched (plus one packet interval and the packets in flight)."""
-    detected_ms, switched_ms = switch_after_fault(lab, faults, "host1", "host3")
-    fault = faults.history[-1]
-    applying_ms = (fault.applied_ns - fault.injected_ns) / 1e6
-    where = f"{result}; event {detected_ms:.1f} ms, switch {switched_ms:.1f} ms, fault " \
-            f"applied in {applying_ms:.1f} ms, wake-up lateness {load.max_ms:.1f} ms over " \
-            f"{load.samples} samples"
-    bound_ms = applying_ms + probe_timing(lab.plan).detect_ms + 3 * load.max_ms
-    assert 0 < detected_ms <= bound_ms, where
-    assert result.outage_ms <= switched_ms + INTERVAL_MS + result.latency_us["max"] / 1000, where
-
-
-def switch_after_fault(lab, faults, src: str, dst: str) -> tuple[float, float]:
-    """When src's agent saw the event that moved dst's spray set, and when it switched nft,
-    in ms after the last fault was injected."""
-    fault_ns = faults.history[-1].injected_ns
-    view = read_spray(lab, src)
-    assert view is not None
-    event_ns, switched_ns = view.switched_ns[lab.plan.node(dst).loopback4]
-    return (event_ns - fault_ns) / 1e6, (switched_ns - fault_ns) / 1e6
+    assert_probes_steered(lab, faults, result, load, RATE)
 
 
 def test_a_leaf_crash_is_steered_around_by_the_probes(lab, faults, traffic):
@@ -101,7 +75,7 @@ def test_a_leaf_crash_is_steered_around_by_the_probes(lab, faults, traffic):
                                         lambda: faults.node_crash("p4-leaf1"))])
     assert 0 < result.lost < result.sent / 8, result
     assert set(result.per_plane_after_outage) == PLANES - {4}
-    assert_probes_steered(lab, faults, result, load)
+    assert_probes_steered(lab, faults, result, load, RATE)
 
 
 def sessions_dropped(lab, hosts: tuple[str, ...]) -> int:
