@@ -113,12 +113,16 @@ bench: setup
 	$(PY) bench/fpf.py
 	$(PY) bench/srv6.py
 
-# What is too long for CI, one report in reports/nightly-<time>/ (bench/nightly.py): the
-# impairment e2e on the netem path in a VM booted with Debian's stock kernel (images/vm.py;
-# qemu is installed here), 100 SIGKILL chaos trials and every benchmark.
+# What is too long for CI, one report in reports/nightly-<time>/ (bench/nightly.py): every
+# shipped lab deployed, validated and broken, the e2e fault suite, the netem and seg6 suites
+# in a VM booted with Debian's stock kernel (images/vm.py; qemu is installed here), 100
+# SIGKILL chaos trials and every benchmark; earlier reports are its history. Labs the host's
+# neighbour tables cannot hold (fpf-64, scaleup-72) are reported skipped unless you opt in:
+# make nightly NIGHTLY_ARGS=--raise-neighbour-limits
+NIGHTLY_ARGS ?=
 nightly: images
 	@$(MAKE) --no-print-directory debs EXTRA_DEBS=qemu-system-x86
-	$(PY) bench/nightly.py --history $(wildcard reports/nightly-*)
+	$(PY) bench/nightly.py $(NIGHTLY_ARGS) --history $(wildcard reports/nightly-*)
 
 clean: destroy
 	rm -rf $(VENV) build *.egg-info

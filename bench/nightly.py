@@ -38,7 +38,8 @@ PY = sys.executable
 REPORT = "{report}"  # in a step's argv: the report directory
 FAULT_SUITE = ["tests/e2e/test_fpf.py", "tests/e2e/test_fpf_spine_crash.py",
                "tests/e2e/test_rbb.py", "tests/e2e/test_sai_lab.py",
-               "tests/e2e/test_fault_cli.py", "tests/e2e/test_exercises.py"]
+               "tests/e2e/test_scaleup.py", "tests/e2e/test_fault_cli.py",
+               "tests/e2e/test_exercises.py"]
 IN_VM = ["env", "PYTHONDONTWRITEBYTECODE=1", ".venv/bin/python", "-m", "pytest",
          "-p", "no:cacheprovider", "-v", "--color=no"]
 
