@@ -16,9 +16,12 @@ TE_FILE = "te-policies.json"  # the TE policies the switch heads (harness/agent/
 TIMEOUT_S = 10.0
 
 
-def ask(node_dir: Path, request: dict[str, Any], timeout: float = TIMEOUT_S) -> Any:
-    """Send one request to a node's agent and return its result (LabError if unreachable)."""
-    path = node_dir / SOCKET_NAME
+def ask(node_dir: Path, request: dict[str, Any], timeout: float = TIMEOUT_S, *,
+        daemon: tuple[str, str, str] = ("SAI agent", SOCKET_NAME, "agent.log")) -> Any:
+    """Send one request to a node's agent (or another of its `daemon`s: what it is, its
+    socket and its log) and return its result (LabError if unreachable)."""
+    what, socket_name, log = daemon
+    path = node_dir / socket_name
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
@@ -29,9 +32,9 @@ def ask(node_dir: Path, request: dict[str, Any], timeout: float = TIMEOUT_S) -> 
             while chunk := sock.recv(1 << 16):
                 data += chunk
     except OSError as exc:
-        raise LabError(f"the SAI agent does not answer on {path}: {exc.strerror or exc}; "
-                       f"see {node_dir / 'agent.log'}") from None
+        raise LabError(f"the {what} does not answer on {path}: {exc.strerror or exc}; "
+                       f"see {node_dir / log}") from None
     reply = json.loads(data)
     if not reply["ok"]:
-        raise LabError(f"SAI agent: {reply['error']}")
+        raise LabError(f"{what}: {reply['error']}")
     return reply["result"]

@@ -2,11 +2,12 @@
 
 `labctl sai` and `labctl inspect` talk to it (harness/agent/client.py). Requests: {"cmd":
 "status" | "dump" | "counters" | "trace" | "fault" | "apply" | "config" | "cable" |
-"srv6", ...};
+"srv6" | "ports", ...};
 `apply` makes the switch hold its configuration document (agent/config.py), `"dry_run":
 true` only says what that would change; `cable` measures "ports" to the agents at their far
-ends and sets their lossless headroom from it (agent/cable.py). The socket lives in the node
-directory (`sai.sock`), so reaching it needs no namespace switch.
+ends and sets their lossless headroom from it (agent/cable.py); `ports` sets every port's
+admin state ({"admin": "up" | "down"}: the platform layer's thermal shutdown). The socket
+lives in the node directory (`sai.sock`), so reaching it needs no namespace switch.
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def srv6(agent: Agent) -> dict[str, Any]:
             "te": agent.te.status()}
 
 
+def ports(agent: Agent, request: dict[str, Any]) -> dict[str, str]:
+    """Every front-panel port administratively up or down through SAI (the platform layer
+    shuts a switch whose ASIC is past its critical temperature, as a real one protects
+    itself); returns each port's status."""
+    up = {"up": True, "down": False}[request["admin"]]
+    agent.log.warning("ports admin %s: %s", request["admin"], request.get("why", ""))
+    return {name: str(agent.sai.set(oid, "SAI_PORT_ATTR_ADMIN_STATE", up))
+            for oid, name in sorted(agent.port_names.items(), key=lambda p: p[1])}
+
+
 def handle(agent: Agent, request: dict[str, Any]) -> Any:
     cmd = request.get("cmd")
     if cmd == "status":
@@ -131,6 +142,8 @@ def handle(agent: Agent, request: dict[str, Any]) -> Any:
                 "failed": dict(agent.config.failed)}
     if cmd == "srv6":
         return srv6(agent)
+    if cmd == "ports":
+        return ports(agent, request)
     raise ValueError(f"unknown command {cmd!r}")
 
 

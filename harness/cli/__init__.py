@@ -24,6 +24,7 @@ from harness.cli import (
     inspect,
     lifecycle,
     netem,
+    platform,
     sai,
     srv6,
     validate,
@@ -32,7 +33,7 @@ from harness.cli.console import make_console
 from harness.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, sai,
-                  srv6, headroom, gen, ansible, exercise)
+                  srv6, headroom, platform, gen, ansible, exercise)
 console = make_console(stderr=True)
 
 

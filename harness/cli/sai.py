@@ -62,7 +62,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.set_defaults(run=sai)
 
 
-def _switch(target: str) -> tuple[Lab, str]:
+def sai_switch(target: str) -> tuple[Lab, str]:
     lab, node = lab_and_node(target)
     if not isinstance(lab.kind(node), SaiKind):
         switches = ", ".join(n for n in lab.node_names if isinstance(lab.kind(n), SaiKind))
@@ -89,7 +89,7 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def sai(args: argparse.Namespace) -> int:
-    lab, node = _switch(args.node)
+    lab, node = sai_switch(args.node)
     frr = lab.frr(node)
     if args.action == "restart":
         old, new = restart_agent(lab, node)

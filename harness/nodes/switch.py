@@ -25,6 +25,7 @@ from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.linux.processes import kill_and_reap
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
+from harness.platform import platform_alarms, start_platform
 from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan
@@ -131,6 +132,7 @@ class SaiKind(FrrKind):
             policies = json.dumps(te_policies(lab.plan, node), indent=1)
             (lab.node_dir(node.name) / TE_FILE).write_text(policies + "\n")
         start_agent(lab, node.name)
+        start_platform(lab, node)
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """Adds column `sai`: the agent's own verdict, or down if it does not answer."""
@@ -142,7 +144,9 @@ class SaiKind(FrrKind):
                     "sai": "agent down"}
         platform = f"{node.platform}: " if node.platform else ""
         summary = f"{platform}{agent['routes_programmed']} routes; ports {port_speeds(agent)}"
-        if agent["reasons"]:
-            summary += "; " + "; ".join(agent["reasons"])
-        return {**status, "state": worse_state(status["state"], agent["state"]), "sai": summary,
-                "platform": node.platform or DEFAULT_PLATFORM}
+        alarms = platform_alarms(lab, node.name)
+        for reason in [*agent["reasons"], *alarms]:
+            summary += f"; {reason}"
+        state = worse_state(status["state"], agent["state"])
+        return {**status, "state": worse_state(state, "degraded") if alarms else state,
+                "sai": summary, "platform": node.platform or DEFAULT_PLATFORM}

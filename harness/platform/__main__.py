@@ -1,0 +1,5 @@
+import sys
+
+from harness.platform.daemon import main
+
+sys.exit(main())
