@@ -14,7 +14,7 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.cli.sai import sai_switch
 from harness.nodes.switch import restart_agent
-from harness.platform import platform_request
+from harness.platform.lifecycle import platform_request
 from harness.platform.model import FIRMWARE
 
 out = make_console()

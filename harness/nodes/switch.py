@@ -25,7 +25,7 @@ from harness.agent.fpm import FPM_PORT
 from harness.errors import LabError
 from harness.linux.processes import kill_and_reap
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
-from harness.platform import platform_alarms, start_platform
+from harness.platform.lifecycle import platform_alarms, start_platform
 from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
 from harness.topology.plan import NodePlan

@@ -11,12 +11,8 @@ and the alarms say what an operator must know. What the platform does to the dat
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from harness.topology.plan import NodePlan
-from harness.topology.platforms import PLATFORMS, Platform
 
 FANS, PSUS = 4, 2  # fan trays, and PSUs in N+1
 INLET_C = 25.0
@@ -125,33 +121,6 @@ def _named(items: list[Any], name: str, what: str) -> Any:
         if item.name == name:
             return item
     raise ValueError(f"no {what} {name!r}; there are {', '.join(i.name for i in items)}")
-
-
-def _serial(*parts: str) -> str:
-    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:10].upper()
-
-
-def optic(speed_mbps: int) -> str:
-    return {800_000: "OSFP 2x400G-DR4", 400_000: "QSFP-DD 400G-DR4",
-            100_000: "QSFP28 100G-CWDM4"}.get(speed_mbps, f"{speed_mbps // 1000}G module")
-
-
-def initial(lab: str, node: NodePlan) -> PlatformState:
-    """A newly racked switch of the node's platform: serials from the lab and node names (the
-    same on every deploy), an optic in each cabled port."""
-    platform: Platform = PLATFORMS[node.platform or "linux"]
-    speed = platform.port_speed_mbps
-    optics = {i.name: {"type": optic((i.bandwidth_bps or speed * 1_000_000) // 1_000_000),
-                       "vendor": "FL-OPTICS", "serial": _serial(lab, node.name, i.name)}
-              for i in node.interfaces}
-    sensors = [Sensor("inlet", INLET_C, 45.0, 55.0), Sensor("asic", 60.0, 95.0, 105.0),
-               Sensor("outlet", 40.0, 70.0, 80.0)]
-    state = PlatformState(node=node.name, platform=platform.name,
-                          serial=_serial(lab, node.name), asic=platform.asic, optics=optics,
-                          sensors=sensors, fans=[Fan(f"fan{i + 1}") for i in range(FANS)],
-                          psus=[Psu(f"psu{i + 1}") for i in range(PSUS)])
-    state.step()
-    return state
 
 
 def from_dict(data: dict[str, Any]) -> PlatformState:

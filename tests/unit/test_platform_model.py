@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from harness.platform.lifecycle import initial
 from harness.platform.model import (
     ASIC_RISE_PER_LOST_FAN_C,
     MAX_RPM,
     from_dict,
-    initial,
 )
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
