@@ -9,7 +9,7 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work/tmp" && mkdir "$TMPDIR"  # pip's build dirs stay out of the host's /tmp
 git -C "$repo" ls-files -z | (cd "$repo" && xargs -0 cp --parents -t "$work")
 /usr/bin/python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --disable-pip-version-check -e "$work[test]"
+"$work/venv/bin/pip" install -q --disable-pip-version-check -e "$work[test,ops]"
 chown -R nobody:nogroup "$work"
 chmod 755 "$work"
 cd "$work"
