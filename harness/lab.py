@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.converge import Convergence
 from harness.deploy.stages import Progress, Stage, deploy_stages
 from harness.errors import LabError
+from harness.faults.evidence import archive
 from harness.kernel import hold_neighbour_limits, neighbour_room, release_neighbour_limits
 from harness.linux import ksm
 from harness.linux.journal import Journal
@@ -113,7 +114,6 @@ class Lab(LabContext):
         where: the nightly sets it, so a failed step keeps what its labs showed."""
         failing, keep = sys.exc_info()[1], os.environ.get(EVIDENCE_ENV)
         if keep and isinstance(failing, Exception) and self.dir.exists():
-            from harness.faults.evidence import archive  # it reads labs: imports this module
             with contextlib.suppress(Exception):  # evidence is a bonus; removal must happen
                 archive(self, Path(keep) / self.plan.name)
         destroy_lab(self.plan.name)

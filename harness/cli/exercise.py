@@ -29,6 +29,7 @@ from harness.training.steps import run_steps
 from harness.training.template import Renderer
 
 out = make_console()
+DEPLOY_TIMEOUT_S = 180.0
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -39,7 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     s = actions.add_parser("start", help="deploy an exercise's lab and break it")
     s.add_argument("exercise", help="an exercise of `list`, or the path of an exercise .yml")
     s.add_argument("--runtime", choices=RUNTIMES, default="netns", help="how nodes run")
-    s.add_argument("--timeout", type=float, default=180.0,
+    s.add_argument("--timeout", type=float, default=DEPLOY_TIMEOUT_S,
                    help="seconds to wait for the lab to converge before breaking it")
     for action, text in (("hint", "the next hint"),
                          ("check", "which checks pass; exit 1 until all do"),
@@ -67,7 +68,7 @@ def exercise(args: argparse.Namespace) -> int:
         return solve(lab, attempt)
     runtime = lab.runtime.name
     destroy_lab(lab.plan.name)
-    return start(attempt.load_exercise(), runtime, 180.0)
+    return start(attempt.load_exercise(), runtime, DEPLOY_TIMEOUT_S)
 
 
 def list_exercises() -> int:

@@ -156,7 +156,7 @@ class NodePlan(_Plain):
     region: str | None = None
     building: str | None = None
     locator: str | None = None  # an SRv6 router's
-    platform: str | None = None  # a SAI switch's hardware (harness/sai/platforms.py)
+    platform: str | None = None  # a SAI switch's hardware (harness/topology/platforms.py)
     sids: list[Sid] = []
 
     def bfd_multiplier(self, lab: BfdPlan) -> int:

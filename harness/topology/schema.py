@@ -168,7 +168,7 @@ class NodeFields(_Strict):
     locator: IPv6Network | None = Field(None, description="an SRv6 router's own locator "
                                         "(default: the next from srv6.locators)")
     platform: str | None = Field(None, description="a kind sai switch's hardware: its ports, "
-                                 "ASIC and SAI capacities (harness/sai/platforms.py)")
+                                 "ASIC and SAI capacities (harness/topology/platforms.py)")
 
 
 # The node model proper: NodeFields plus containerlab's ignored keys, each under its own name.
