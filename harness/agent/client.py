@@ -1,10 +1,14 @@
-"""Asking a node's agent over its control socket (harness/agent/control.py answers): what
-`labctl sai`, `inspect` and the switch kind need, without loading the SAI model."""
+"""A node daemon's control socket, both ends: asking a node's agent (harness/agent/control.py
+answers) or platform daemon, as `labctl sai`, `inspect` and the switch kind do, without loading
+the SAI model; and answering one request, as those daemons do. One JSON request per
+connection, one JSON answer."""
 
 from __future__ import annotations
 
 import json
+import logging
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +42,24 @@ def ask(node_dir: Path, request: dict[str, Any], timeout: float = TIMEOUT_S, *,
     if not reply["ok"]:
         raise LabError(f"{what}: {reply['error']}")
     return reply["result"]
+
+
+def serve_one(control: socket.socket, handle: Callable[[dict[str, Any]], Any],
+              log: logging.Logger) -> None:
+    """The other end of `ask`: accept one connection on the listening `control` socket and
+    answer its request with what `handle` returns, or with the error of a request it rejects
+    (ValueError, KeyError, TypeError)."""
+    conn, _ = control.accept()
+    with conn:
+        conn.settimeout(5)
+        try:
+            data = b""
+            while not data.endswith(b"\n") and (chunk := conn.recv(65536)):
+                data += chunk
+            try:
+                reply = {"ok": True, "result": handle(json.loads(data))}
+            except (ValueError, KeyError, TypeError) as exc:
+                reply = {"ok": False, "error": str(exc)}
+            conn.sendall(json.dumps(reply).encode() + b"\n")
+        except OSError as exc:
+            log.warning("control client: %s", exc)

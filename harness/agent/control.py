@@ -12,7 +12,6 @@ lives in the node directory (`sai.sock`), so reaching it needs no namespace swit
 
 from __future__ import annotations
 
-import json
 from ipaddress import IPv4Address, IPv6Address
 from typing import TYPE_CHECKING, Any
 
@@ -145,11 +144,3 @@ def handle(agent: Agent, request: dict[str, Any]) -> Any:
     if cmd == "ports":
         return ports(agent, request)
     raise ValueError(f"unknown command {cmd!r}")
-
-
-def answer(agent: Agent, data: bytes) -> bytes:
-    try:
-        reply = {"ok": True, "result": handle(agent, json.loads(data))}
-    except (ValueError, KeyError, TypeError) as exc:
-        reply = {"ok": False, "error": str(exc)}
-    return json.dumps(reply).encode() + b"\n"

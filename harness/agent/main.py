@@ -28,9 +28,9 @@ from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
 from harness.agent import cable
 from harness.agent.buffers import BufferOrch
-from harness.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE
+from harness.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE, serve_one
 from harness.agent.config import Change, ConfigError, ConfigOrch, Entry, applied_path, read
-from harness.agent.control import answer
+from harness.agent.control import handle
 from harness.agent.decode import decode
 from harness.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.agent.orch import RouteOrch
@@ -337,23 +337,11 @@ class Agent:
                 elif key.data == "te":
                     self.te.receive()
                 else:
-                    self.serve_control(control)
+                    serve_one(control, lambda request: handle(self, request), self.log)
             self.te.tick()
             if time.monotonic() >= next_tick:
                 self.tick()
                 next_tick = time.monotonic() + RETRY_S
-
-    def serve_control(self, control: socket.socket) -> None:
-        conn, _ = control.accept()
-        with conn:
-            conn.settimeout(5)
-            data = b""
-            try:
-                while not data.endswith(b"\n") and (chunk := conn.recv(65536)):
-                    data += chunk
-                conn.sendall(answer(self, data))
-            except OSError as exc:
-                self.log.warning("control client: %s", exc)
 
 
 def main(argv: list[str] | None = None) -> int:

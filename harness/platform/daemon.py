@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.agent.client import ask
+from harness.agent.client import ask, serve_one
 from harness.errors import LabError
 from harness.linux.files import replace_file
 from harness.platform.model import FIRMWARE, PlatformState, from_dict
@@ -145,26 +145,10 @@ class Daemon:
         next_tick = time.monotonic() + TICK_S
         while True:
             if selector.select(max(0.0, next_tick - time.monotonic())):
-                self._answer(control)
+                serve_one(control, self.handle, self.log)
             if time.monotonic() >= next_tick:
                 self.tick()
                 next_tick = time.monotonic() + TICK_S
-
-    def _answer(self, control: socket.socket) -> None:
-        conn, _ = control.accept()
-        with conn:
-            conn.settimeout(5)
-            try:
-                data = b""
-                while not data.endswith(b"\n") and (chunk := conn.recv(65536)):
-                    data += chunk
-                try:
-                    reply = {"ok": True, "result": self.handle(json.loads(data))}
-                except (ValueError, KeyError, TypeError) as exc:
-                    reply = {"ok": False, "error": str(exc)}
-                conn.sendall(json.dumps(reply).encode())
-            except OSError as exc:
-                self.log.warning("control client: %s", exc)
 
 
 def main(argv: list[str] | None = None) -> int:
