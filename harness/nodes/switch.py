@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,20 +79,12 @@ def start_agent(lab: LabContext, node: str) -> int:
     its control socket answers."""
     frr, runtime = frr_of(lab, node), lab.runtime
     (frr.workdir / SOCKET_NAME).unlink(missing_ok=True)
-    out = frr.workdir / "agent.out"
-    pid = runtime.spawn(node, runtime.python(
+    _, pid = lab.start_helper(node, runtime.python(
         "harness.agent", "--node-dir", str(frr.workdir), "--platform",
         lab.plan.node(node).platform or DEFAULT_PLATFORM,
-        "--srv6-engine", runtime.program(srv6_engine.ENGINE)), out, f"{node}/sai-agent")
-    deadline = time.monotonic() + AGENT_START_S
-    while True:
-        try:
-            return agent_pid(frr)
-        except LabError:
-            if runtime.host_pid(node, pid) is None or time.monotonic() > deadline:
-                raise LabError(f"{node}: the SAI agent did not start; see {agent_log(frr)}\n"
-                               f"{out.read_text()[-2000:]}") from None
-            time.sleep(0.05)
+        "--srv6-engine", runtime.program(srv6_engine.ENGINE)), "SAI agent",
+        frr.workdir / "agent.out", agent_log(frr), lambda: agent_pid(frr), AGENT_START_S)
+    return pid
 
 
 def restart_agent(lab: LabContext, node: str) -> tuple[int | None, int]:

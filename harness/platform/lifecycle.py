@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from typing import Any
 
 from harness.agent.client import ask
-from harness.errors import LabError
 from harness.linux.files import replace_file
-from harness.platform.daemon import DAEMON, STATE_FILE
+from harness.platform.daemon import DAEMON, LOG_FILE, STATE_FILE
 from harness.platform.model import FANS, INLET_C, PSUS, Fan, PlatformState, Psu, Sensor
 from harness.runtime.context import LabContext
 from harness.topology.plan import NodePlan
@@ -28,19 +26,11 @@ def start_platform(lab: LabContext, node: NodePlan) -> int:
     state = directory / STATE_FILE
     if not state.exists():
         replace_file(state, json.dumps(initial(lab.plan.name, node).to_dict(), indent=1))
-    pid = lab.runtime.spawn(node.name, lab.runtime.python(
-        "harness.platform", "--node-dir", str(directory)), directory / "platform.out",
-        f"{node.name}/platform")
-    deadline = time.monotonic() + START_S
-    while True:
-        try:
-            platform_request(lab, node.name, {"cmd": "show"})
-            return pid
-        except LabError:
-            if lab.runtime.host_pid(node.name, pid) is None or time.monotonic() > deadline:
-                out = (directory / "platform.out").read_text()[-2000:]
-                raise LabError(f"{node.name}: the platform daemon did not start\n{out}") from None
-            time.sleep(0.05)
+    pid, _ = lab.start_helper(
+        node.name, lab.runtime.python("harness.platform", "--node-dir", str(directory)),
+        "platform daemon", directory / "platform.out", directory / LOG_FILE,
+        lambda: platform_request(lab, node.name, {"cmd": "show"}), START_S)
+    return pid
 
 
 def platform_request(lab: LabContext, node: str, request: dict[str, Any]) -> Any:

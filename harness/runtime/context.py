@@ -8,14 +8,20 @@ node layer's own functions (`nodes.frr.frr_of`, `nodes.kind.kind_of`), never fro
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from harness.errors import LabError
 from harness.linux.journal import Journal
 from harness.runtime.base import Runtime
 from harness.runtime.node import Node
 from harness.topology.plan import LabPlan
+
+Answer = TypeVar("Answer")
+READY_POLL_S = 0.05
 
 
 @dataclass
@@ -41,3 +47,19 @@ class LabContext:
 
     def node_dir(self, name: str) -> Path:
         return self.dir / "nodes" / name
+
+    def start_helper(self, node: str, argv: Sequence[str], what: str, out: Path, log: Path,
+                     ready: Callable[[], Answer], timeout: float) -> tuple[int, Answer]:
+        """Start a long-lived helper in the node (recorded, so destroy ends it) and wait until
+        `ready` answers rather than raise LabError; return its pid and that answer. A helper
+        that dies first, or is still silent at `timeout`, is an error with its output's end."""
+        pid = self.runtime.spawn(node, argv, out, f"{node}/{what}")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return pid, ready()
+            except LabError:
+                if self.runtime.host_pid(node, pid) is None or time.monotonic() > deadline:
+                    raise LabError(f"{node}: the {what} did not start; see {log}\n"
+                                   f"{out.read_text()[-2000:]}") from None
+                time.sleep(READY_POLL_S)
