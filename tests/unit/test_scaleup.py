@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness.topology.platforms import PLATFORMS
 
 from harness.errors import TopologyError
 from harness.fabrics.scaleup import (
@@ -19,6 +18,7 @@ from harness.fabrics.scaleup import (
 )
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
+from harness.topology.platforms import PLATFORMS
 from harness.topology.schema import Role
 from tests.conftest import regenerated
 
