@@ -2,8 +2,9 @@
 
 What a person debugging the failure the next morning needs and cannot get once the namespaces
 are gone: the lab's files (plan, journal, each node's logs and configs), each router's FRR
-state as JSON, each SAI switch's objects, counters and configuration state, each node's kernel
-addresses, routes, neighbours and packet filters, and the faults in place. Collecting never
+state as JSON (BGP, OSPF, BFD and routes, from the daemons it runs), each SAI switch's
+objects, counters and configuration state, each node's kernel addresses, routes, neighbours
+and packet filters, and the faults in place. Collecting never
 raises: a part that cannot be read (a crashed daemon) is recorded as the error it gave.
 """
 
@@ -25,7 +26,10 @@ from harness.topology.schema import Kind
 
 FILE_TAIL_BYTES = 4 << 20  # a log larger than this keeps its end: where the failure is
 FRR_SHOWS = {"bgp_summary": ("bgpd", "show bgp summary"), "routes4": ("zebra", "show ip route"),
-             "routes6": ("zebra", "show ipv6 route"), "bfd_peers": ("bfdd", "show bfd peers")}
+             "routes6": ("zebra", "show ipv6 route"), "bfd_peers": ("bfdd", "show bfd peers"),
+             "ospf_neighbours": ("ospfd", "show ip ospf neighbor"),
+             "ospf_database": ("ospfd", "show ip ospf database"),
+             "ospf6_neighbours": ("ospf6d", "show ipv6 ospf6 neighbor")}
 KERNEL = {"addresses": ("ip", "-j", "address"), "links": ("ip", "-j", "-s", "link"),
           "routes4": ("ip", "-j", "-4", "route", "show", "table", "all"),
           "routes6": ("ip", "-j", "-6", "route", "show", "table", "all"),
@@ -57,7 +61,7 @@ def node_state(lab: LabContext, name: str) -> dict[str, Any]:
     if plan.runs_frr:
         frr = frr_of(lab, name)
         state["frr"] = {key: _read(lambda d=daemon, c=command: frr.show_json(d, c))
-                        for key, (daemon, command) in FRR_SHOWS.items()}
+                        for key, (daemon, command) in FRR_SHOWS.items() if daemon in frr.daemons}
     if plan.kind is Kind.sai:
         workdir = frr_of(lab, name).workdir
         state["sai"] = {key: _read(lambda r=request: ask(workdir, r, timeout=READ_TIMEOUT_S))
