@@ -31,6 +31,7 @@ from harness.topology.plan import (
     ProbePlan,
     Session,
 )
+from harness.topology.qos import plan_qos
 from harness.topology.schema import IGNORED_NODE_KEYS, LinkSpec, NodeFields, Role
 from harness.topology.srv6 import plan_srv6
 from harness.topology.user_nodes import user_node
@@ -183,7 +184,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         name=name or spec.name, source=str(Path(src.file).absolute()),
         keepalive=keepalive, hold=hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
-        damping=spec.bgp.damping, srv6=srv6.plan,
+        damping=spec.bgp.damping, srv6=srv6.plan, qos=plan_qos(loaded),
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
                     offload=bfd.offload)

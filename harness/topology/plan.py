@@ -128,6 +128,17 @@ class Srv6Plan(_Plain):
     policies: list[PolicyPlan] = []
 
 
+class QosPlan(_Plain):
+    """The lab's classes normalized from its vendor profiles (harness/topology/qos.py)."""
+
+    profiles: list[str]
+    dscp_to_tc: dict[int, int]
+    tc_to_queue: dict[int, int]
+    lossless_tc: int
+    cnp_tc: int
+    ecn: dict[str, int]  # the lossless class's marking: the earliest of its profiles'
+
+
 class NodePlan(_Plain):
     """A fabric node has a role, and its ASN, loopbacks and FRR config are planned here; a
     node without one is configured by the user (containerlab's way): `frr_config` is their
@@ -212,6 +223,7 @@ class LabPlan(_Plain):
     damping: Damping | None = None  # on the BAG switches (topology/schema.py says why there)
     probes: ProbePlan | None = None
     srv6: Srv6Plan | None = None
+    qos: QosPlan | None = None
     nodes: list[NodePlan]
     links: list[LinkPlan]
     sessions: list[Session]

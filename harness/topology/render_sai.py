@@ -19,13 +19,44 @@ SRV6_NEXT_HOP = "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST"
 
 
 def sai_config(plan: LabPlan, node: NodePlan) -> dict[str, dict[str, Any]]:
-    return {**port_speeds(node), **my_sids(node), **policy_paths(plan, node)}
+    return merged(port_speeds(node), qos_maps(plan, node), my_sids(node),
+                  policy_paths(plan, node))
+
+
+def merged(*documents: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One document from several; two that set attributes of one object (a port's speed,
+    its QoS maps) both keep theirs."""
+    out: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        for key, attrs in document.items():
+            out[key] = {**out.get(key, {}), **attrs}
+    return out
 
 
 def port_speeds(node: NodePlan) -> dict[str, dict[str, Any]]:
     """Each port whose link sets a `bandwidth`, at that speed (SAI counts Mb/s)."""
     return {f"PORT|{i.name}": {"SAI_PORT_ATTR_SPEED": i.bandwidth_bps // MBIT}
             for i in node.interfaces if i.bandwidth_bps}
+
+
+def qos_maps(plan: LabPlan, node: NodePlan) -> dict[str, dict[str, Any]]:
+    """The lab's QoS classes (harness/topology/qos.py) as SAI's two maps, on every port."""
+    if plan.qos is None:
+        return {}
+    document: dict[str, dict[str, Any]] = {
+        "QOS_MAP|dscp_to_tc": {"SAI_QOS_MAP_ATTR_TYPE": "SAI_QOS_MAP_TYPE_DSCP_TO_TC",
+                               "SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST": pairs(plan.qos.dscp_to_tc)},
+        "QOS_MAP|tc_to_queue": {"SAI_QOS_MAP_ATTR_TYPE": "SAI_QOS_MAP_TYPE_TC_TO_QUEUE",
+                                "SAI_QOS_MAP_ATTR_MAP_TO_VALUE_LIST": pairs(plan.qos.tc_to_queue)}}
+    for i in node.interfaces:
+        document[f"PORT|{i.name}"] = {"SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP": "QOS_MAP|dscp_to_tc",
+                                      "SAI_PORT_ATTR_QOS_TC_TO_QUEUE_MAP": "QOS_MAP|tc_to_queue"}
+    return document
+
+
+def pairs(mapping: dict[int, int]) -> list[list[int]]:
+    """A QoS map's list as JSON keeps it: pairs (an object's keys would turn to text)."""
+    return [[k, v] for k, v in sorted(mapping.items())]
 
 
 def my_sids(node: NodePlan) -> dict[str, dict[str, Any]]:

@@ -317,6 +317,29 @@ class Srv6(_Strict):
     policies: list[Srv6Policy] = []
 
 
+class QosClass(_Strict):
+    tc: int = Field(ge=1, le=7, description="its traffic class on every switch")
+    queue: int = Field(ge=1, le=7, description="its queue on every port")
+
+
+class Qos(_Strict):
+    """One lossless RDMA class across vendors (harness/topology/qos.py): the switches honour
+    the RoCEv2 and CNP markings of every listed vendor profile."""
+
+    profiles: list[str] = Field(min_length=1, description="vendor QoS profiles: a shipped "
+                                "name (harness/topology/qos_profiles/) or a YAML file beside "
+                                "the topology")
+    lossless: QosClass = QosClass(tc=3, queue=3)
+    cnp: QosClass = QosClass(tc=6, queue=6)
+
+    @model_validator(mode="after")
+    def _apart(self) -> Qos:
+        if self.lossless.tc == self.cnp.tc or self.lossless.queue == self.cnp.queue:
+            raise ValueError("the lossless class and the CNP class need a traffic class and "
+                             "a queue each")
+        return self
+
+
 class TopologyFile(_Strict):
     name: str = Field(pattern=LAB_NAME_PATTERN, max_length=LAB_NAME_MAX)
     prefix: str | None = Field(None, description="containerlab's container name prefix")
@@ -325,4 +348,5 @@ class TopologyFile(_Strict):
     bgp: BgpSettings = BgpSettings()
     spray: Spray = Spray()
     srv6: Srv6 | None = None
+    qos: Qos | None = None
     topology: TopologySpec
