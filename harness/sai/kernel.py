@@ -45,12 +45,14 @@ from harness.sai.netlink import (
     unpack_address,
     unpack_group,
 )
+from harness.sai.queues import PortQueues, counters, dscp_to_queue
 from harness.sai.records import (
     MySidEntry,
     NeighborEntry,
     NextHop,
     NextHopGroupMember,
     Port,
+    QosMap,
     RouteEntry,
     RouterInterface,
     Srv6SidList,
@@ -106,6 +108,7 @@ class KernelBackend:
         self.handles: dict[int, int] = {}  # SAI oid -> kernel nexthop id
         self._next_id = NH_ID_BASE + 1
         self._live_groups: set[int] = set()  # groups that have a kernel object
+        self.queues = PortQueues(netns_path)
 
     def bind(self, view: ObjectView) -> None:
         self.view = view
@@ -160,6 +163,8 @@ class KernelBackend:
             return self._neighbor(op)
         if isinstance(record, MySidEntry):
             return self._my_sid(op)
+        if isinstance(record, QosMap) and op.api == "set":
+            return self._remap_ports(op.ref)  # type: ignore[arg-type]
         if isinstance(record, Srv6SidList) and op.api == "set":
             return self._reprogram_users(op.ref)  # type: ignore[arg-type]
         if isinstance(record, Srv6SidList) and op.api == "remove":
@@ -335,9 +340,11 @@ class KernelBackend:
             links = ip.get_links(port.hw_lane_list[0])
             if not links:
                 return Status.INVALID_PARAMETER
-            if op.new is None:
-                return Status.SUCCESS
             link = links[0]
+            name = link.get_attr("IFLA_IFNAME")
+            if op.new is None:
+                self.queues.clear(name)
+                return Status.SUCCESS
             up = bool(link["flags"] & 1)
             changes: dict[str, Any] = {}
             if port.admin_state != up:
@@ -346,6 +353,39 @@ class KernelBackend:
                 changes["mtu"] = port.mtu
             if changes:
                 ip.link("set", index=port.hw_lane_list[0], **changes)
+        return self._port_queues(port, name)
+
+    def _port_queues(self, port: Port, name: str) -> Status:
+        """The port's queues as its maps say (queues.py); none without a DSCP -> TC map."""
+        if port.qos_dscp_to_tc_map == NULL_OID:
+            self.queues.clear(name)
+            return Status.SUCCESS
+        if (other := self.queues.owner(port.hw_lane_list[0])) is not None:
+            log.error("port %s: its root qdisc is %s, not this switch's: QoS maps not applied",
+                      name, other)
+            return Status.NOT_SUPPORTED
+        assert self.view is not None
+        to_tc: QosMap = self.view.record(port.qos_dscp_to_tc_map)  # type: ignore[assignment]
+        to_queue: QosMap | None = self.view.record(port.qos_tc_to_queue_map)  # type: ignore
+        mapping = dscp_to_queue(dict(to_tc.map_to_value_list),
+                                dict(to_queue.map_to_value_list) if to_queue else {})
+        try:
+            self.queues.program(name, port.hw_lane_list[0], port.speed, mapping)
+        except LabError as exc:
+            log.error("port %s: %s", name, exc)
+            return Status.FAILURE
+        return Status.SUCCESS
+
+    def _remap_ports(self, qos_map: int) -> Status:
+        """A map's pairs changed: the ports bound to it take the new ones."""
+        assert self.view is not None
+        for ref in self.view.referrers(qos_map):
+            port = self.view.record(ref)
+            if isinstance(port, Port):
+                with netlink(self.netns_path) as ip:
+                    name = ip.get_links(port.hw_lane_list[0])[0].get_attr("IFLA_IFNAME")
+                if not (status := self._port_queues(port, name)).ok:
+                    return status
         return Status.SUCCESS
 
     def _neighbor(self, op: Op) -> Status:
@@ -383,19 +423,14 @@ class KernelBackend:
         return {name: int(stats[field]) for name, field in _PORT_STATS.items()} if stats else {}
 
     def queue_stats(self, port: Port) -> list[dict[str, int]]:
+        if queues := self.queues.stats(port.hw_lane_list[0]):
+            return queues  # type: ignore[return-value]
         with netlink(self.netns_path) as ip:
             qdiscs = [q for q in ip.get_qdiscs(index=port.hw_lane_list[0])
                       if q["parent"] == 0xFFFFFFFF]
         if not qdiscs:
             return []
-        stats2 = qdiscs[0].get_attr("TCA_STATS2")
-        basic = stats2.get_attr("TCA_STATS_BASIC") if stats2 else None
-        queue = stats2.get_attr("TCA_STATS_QUEUE") if stats2 else None
-        return [{"queue": 0, "qdisc": qdiscs[0].get_attr("TCA_KIND"),
-                 "SAI_QUEUE_STAT_PACKETS": int(basic["packets"]) if basic else 0,
-                 "SAI_QUEUE_STAT_BYTES": int(basic["bytes"]) if basic else 0,
-                 "SAI_QUEUE_STAT_DROPPED_PACKETS": int(queue["drops"]) if queue else 0,
-                 "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": int(queue["backlog"]) if queue else 0}]
+        return [{"queue": 0, "qdisc": qdiscs[0].get_attr("TCA_KIND"), **counters(qdiscs[0])}]
 
     # -- warm restart ---------------------------------------------------------------------
 
