@@ -3,8 +3,8 @@ become real queues with their own counters.
 
 The kernels met here have HTB but not prio or mqprio, so each port gets an HTB qdisc with one
 class per queue (QUEUES of them, unshaped: rate and ceil are the port's speed). HTB puts a
-packet in the class its skb priority names; an nftables map sets that priority from the
-egress port and the DSCP at postrouting, after routing chose the port. A DSCP the map does not
+packet in the class its skb priority names; nftables sets that priority at postrouting, after
+routing chose the port, from the DSCP by the egress port's own map. A DSCP the map does not
 name stays in queue 0 (HTB's default class). The queue counters SAI reads are the classes'
 statistics: measured, not computed.
 
@@ -41,7 +41,7 @@ def dscp_to_queue(dscp_to_tc: dict[int, int], tc_to_queue: dict[int, int]) -> di
 
 class PortQueues:
     """The queues of one switch's ports, kept as one nftables table rewritten whole on each
-    change (one transaction: no packet sees half a map) and one HTB qdisc per port."""
+    change (one transaction: no packet sees half a change) and one HTB qdisc per port."""
 
     def __init__(self, netns_path: str | None) -> None:
         self.netns_path = netns_path
@@ -53,24 +53,29 @@ class PortQueues:
         if out.returncode != 0:
             raise LabError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
 
-    def owner(self, ifindex: int) -> str | None:
-        """None when the port's root qdisc is ours or a kernel default; else its kind."""
+    def _root(self, ifindex: int) -> tuple[str | None, bool]:
+        """The port's root qdisc kind (None: none), and whether it is this switch's HTB."""
         with netlink(self.netns_path) as ip:
             roots = [q for q in ip.get_qdiscs(index=ifindex) if q["parent"] == ROOT]
         if not roots:
-            return None
+            return None, False
         kind = roots[0].get_attr("TCA_KIND")
-        ours = kind == "htb" and roots[0]["handle"] >> 16 == HANDLE
-        return None if ours or kind in KERNEL_DEFAULTS else kind
+        return kind, kind == "htb" and roots[0]["handle"] >> 16 == HANDLE
+
+    def owner(self, ifindex: int) -> str | None:
+        """None when the port's root qdisc is ours or a kernel default; else its kind."""
+        kind, ours = self._root(ifindex)
+        return None if ours or kind is None or kind in KERNEL_DEFAULTS else kind
 
     def program(self, port: str, ifindex: int, speed_mbps: int, mapping: dict[int, int]) -> None:
         """Queues on `port` classified by `mapping` (DSCP -> queue)."""
         rate = f"{speed_mbps}mbit"
-        tc = ["tc", "-batch", "-"]
-        lines = [f"qdisc replace dev {port} root handle {HANDLE:x}: htb default 1"] + [
-            f"class replace dev {port} parent {HANDLE:x}: classid {classid(q)} htb rate {rate} "
-            f"ceil {rate} quantum 60000" for q in range(QUEUES)]
-        self._run(tc, "\n".join(lines) + "\n")
+        # HTB cannot change in place: one already there (a warm restart) keeps its queues
+        lines = [] if self._root(ifindex)[1] else [
+            f"qdisc replace dev {port} root handle {HANDLE:x}: htb default 1"]
+        lines += [f"class replace dev {port} parent {HANDLE:x}: classid {classid(q)} htb "
+                  f"rate {rate} ceil {rate} quantum 60000" for q in range(QUEUES)]
+        self._run(["tc", "-batch", "-"], "\n".join(lines) + "\n")
         self.maps[port] = mapping
         self._write_table()
 
@@ -81,20 +86,25 @@ class PortQueues:
         self._run(["tc", "qdisc", "del", "dev", port, "root"])
 
     def _write_table(self) -> None:
-        elements = ", ".join(f'"{port}" . {dscp} : {classid(queue)}'
-                             for port, mapping in sorted(self.maps.items())
-                             for dscp, queue in sorted(mapping.items()))
-        filled = f"elements = {{ {elements} }}" if elements else ""
-        self._run(["nft", "-f", "-"], f"""
-table inet {TABLE} {{}}
+        """A chain per port, reached by a verdict map on the egress port, each with inline
+        (anonymous) maps: nft 1.0.6 encodes `ip6 dscp` keys of named maps unshifted while its
+        lookup does not, so a named map never matches IPv6."""
+        chains, jumps = [], []
+        for n, (port, mapping) in enumerate(sorted(self.maps.items())):
+            pairs = ", ".join(f"{dscp} : {classid(queue)}"
+                              for dscp, queue in sorted(mapping.items()))
+            chains.append(f"  chain port{n} {{\n"
+                          f"    meta priority set ip dscp map {{ {pairs} }}\n"
+                          f"    meta priority set ip6 dscp map {{ {pairs} }}\n  }}")
+            jumps.append(f'"{port}" : jump port{n}')
+        dispatch = f"    oifname vmap {{ {', '.join(jumps)} }}\n" if jumps else ""
+        self._run(["nft", "-f", "-"], f"""table inet {TABLE} {{}}
 delete table inet {TABLE}
 table inet {TABLE} {{
-  map dscp_queue {{ type ifname . dscp : classid; {filled} }}
+{chr(10).join(chains)}
   chain postrouting {{
     type filter hook postrouting priority 0; policy accept;
-    meta priority set oifname . ip dscp map @dscp_queue
-    meta priority set oifname . ip6 dscp map @dscp_queue
-  }}
+{dispatch}  }}
 }}
 """)
 
