@@ -15,7 +15,7 @@ DOCKER_DEB_PACKAGES := docker.io mmdebstrap
 TEST_DEB_PACKAGES := chromium
 # The e2e suites that run on the docker runtime too (the rest are runtime-independent).
 DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e2e/test_containerlab.py tests/e2e/test_sai_lab.py tests/e2e/test_fpf.py \
-	tests/e2e/test_impair.py tests/e2e/test_rbb.py tests/e2e/test_ansible.py tests/e2e/test_platform.py \
+	tests/e2e/test_impair.py tests/e2e/test_rbb.py tests/e2e/test_ansible.py tests/e2e/test_platform.py tests/e2e/test_qos.py \
 	tests/e2e/test_lifecycle.py::test_sigkill_at_random_points_then_destroy_leaves_nothing
 
 .PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.agent.client import ask
 from harness.lab import Lab
+from harness.nodes.switch import restart_agent
 from harness.testing.plugin import RUNTIME
+from harness.testing.queues import queue_packets, sent_per_queue
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.qos import SHIPPED, load_profile, shipped
@@ -67,20 +68,6 @@ def rdma_markings() -> dict[str, set[int]]:
     return found
 
 
-def queue_packets(lab: Lab) -> dict[str, dict[int, int]]:
-    """Each hop -> queue -> packets sent from it, summed over the hop's ports."""
-    totals: dict[str, dict[int, int]] = {}
-    for hop, ports in HOPS.items():
-        sums = totals.setdefault(hop, {})
-        for node, port in ports:
-            rows = ask(lab.frr(node).workdir, {"cmd": "counters"})
-            row = next(r for r in rows if r["name"] == port)
-            for queue in row["queues"]:
-                sums[queue["queue"]] = sums.get(queue["queue"], 0) + \
-                    queue["SAI_QUEUE_STAT_PACKETS"]
-    return totals
-
-
 def test_every_vendors_rdma_marking_rides_the_one_lossless_queue_at_every_hop(lab) -> None:
     qos = lab.plan.qos
     assert qos is not None
@@ -93,14 +80,31 @@ def test_every_vendors_rdma_marking_rides_the_one_lossless_queue_at_every_hop(la
             for psn in range(EACH)]
     cnps = [roce_packet(src, dst, 48, opcode=CNP, psn=psn) for psn in range(EACH)]
     other = [roce_packet(src, dst, dscp, psn=psn) for dscp in BEST_EFFORT for psn in range(EACH)]
-    before = queue_packets(lab)
+    before = {hop: queue_packets(lab, ports) for hop, ports in HOPS.items()}
     send_from(lab.runtime.netns_path("host1"), rdma + cnps + other)
-    after = queue_packets(lab)
+    after = {hop: queue_packets(lab, ports) for hop, ports in HOPS.items()}
     for hop in HOPS:
         assert set(after[hop]) == set(range(8)), f"{hop}: eight kernel queues"
-        sent = {q: after[hop][q] - before[hop].get(q, 0) for q in after[hop]}
+        sent = sent_per_queue(before[hop], after[hop])
         # nothing else on these ports is marked lossless: the queue holds exactly our packets
         assert sent[lossless] == len(rdma), (hop, sent)
         assert sent[cnp] >= len(cnps), (hop, sent)  # BGP and BFD (CS6, DSCP 48) share it
         assert sent[0] >= len(other), (hop, sent)
         assert all(sent[q] == 0 for q in range(8) if q not in (0, lossless, cnp)), (hop, sent)
+
+
+def test_a_warm_restart_keeps_the_queues_and_their_counts(lab) -> None:
+    """The new agent finds its HTB in place (HTB cannot be changed, only replaced, which
+    would drop what is queued and zero the counters): it keeps it and maps the ports again."""
+    qos = lab.plan.qos
+    lossless = qos.tc_to_queue[qos.lossless_tc]
+    src, dst = lab.plan.node("host1").loopback4, lab.plan.node("host2").loopback4
+    to_host2 = HOPS["leaf2 to host2"]
+    before = queue_packets(lab, to_host2)
+    assert before[lossless] > 0, "the first test's packets"
+    restart_agent(lab, "leaf2")
+    kept = queue_packets(lab, to_host2)
+    assert kept[lossless] == before[lossless], "counters carried over, not zeroed"
+    send_from(lab.runtime.netns_path("host1"),
+              [roce_packet(src, dst, 26, psn=psn) for psn in range(EACH)])
+    assert sent_per_queue(kept, queue_packets(lab, to_host2))[lossless] == EACH
