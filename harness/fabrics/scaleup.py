@@ -7,6 +7,8 @@ accelerator has a port on every switch (ethN+1 to switch N+1), so each pair of a
 one equal path through each switch and the pod is non-blocking by construction; routing is
 eBGP with IPv6 between accelerators (each switch its own ASN, `role: scaleup`), and the
 accelerators spray every packet over the switches that work, as FPF hosts do over planes.
+Every switch port carries one lossless RDMA class honouring each shipped vendor's RoCEv2
+marking (harness/topology/qos.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.plan import LabPlan
 from harness.topology.platforms import PLATFORMS, Platform
+from harness.topology.qos import shipped
 from harness.topology.schema import Role
 
 AUTO = "auto"
@@ -86,7 +89,7 @@ def generate(p: ScaleupParams) -> dict[str, Any]:
         nodes[accelerator_name(a)] = {"role": Role.host.value}
         links += [{"endpoints": [f"{accelerator_name(a)}:eth{s + 1}",
                                  f"{switch_name(s)}:eth{a + 1}"]} for s in range(p.switches)]
-    return {"name": p.lab_name, "bgp": {"bfd": dict(BFD)},
+    return {"name": p.lab_name, "bgp": {"bfd": dict(BFD)}, "qos": {"profiles": shipped()},
             "topology": {"defaults": {"kind": "frr"}, "nodes": nodes, "links": links}}
 
 

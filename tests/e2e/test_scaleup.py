@@ -1,7 +1,8 @@
 """The Tahan-like scale-up pod (topologies/scaleup-16.yml: 16 accelerators, 4 switches on the
 tahan platform): non-blocking as built, every accelerator pair reachable over IPv6 through
-every switch, and a switch failure leaves every pair reachable through the other three with
-a quarter of the pod's paths lost, steered around within the probes' detect time."""
+every switch, RDMA in the one lossless queue whichever switch carries it, and a switch failure
+leaves every pair reachable through the other three with a quarter of the pod's paths lost,
+steered around within the probes' detect time."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from harness.spray.control import all_planes, planes_to_hosts, wait_spray
 from harness.testing import plan_from
 from harness.testing.chaos import labctl
 from harness.testing.load import WakeupLateness
+from harness.testing.queues import queue_packets, sent_per_queue
 from harness.testing.steering import assert_probes_steered
 from harness.topology.schema import Role
+from harness.traffic.roce import roce_packet, send_from
 from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.e2e
@@ -73,6 +76,23 @@ def test_every_pair_is_reachable_over_ipv6_through_every_switch(lab: Lab) -> Non
     assert silent_pairs(lab) == []
     n = len(accelerators(lab))
     assert paths(lab) == n * (n - 1) * 4
+
+
+def test_rdma_between_accelerators_rides_the_lossless_queue_of_whichever_switch(lab) -> None:
+    """RoCEv2 over IPv6 at each vendor's marking from acc1 to acc2, whichever switch the
+    NIC sprays it through: the switches' ports to acc2 count it all in the lossless queue."""
+    qos = lab.plan.qos
+    lossless = qos.tc_to_queue[qos.lossless_tc]
+    src, dst = lab.plan.node("acc1").loopback6, lab.plan.node("acc2").loopback6
+    marks = sorted(d for d, tc in qos.dscp_to_tc.items() if tc == qos.lossless_tc)
+    rdma = [roce_packet(src, dst, dscp, qp=qp, psn=psn)
+            for qp, dscp in enumerate(marks, start=1) for psn in range(100)]
+    to_acc2 = [(s.name, next(i.name for i in s.interfaces if i.peer.node == "acc2"))
+               for s in lab.plan.nodes if s.role is Role.scaleup]
+    before = queue_packets(lab, to_acc2)
+    send_from(lab.runtime.netns_path("acc1"), rdma)
+    sent = sent_per_queue(before, queue_packets(lab, to_acc2))
+    assert sent[lossless] == len(rdma), sent
 
 
 def test_a_switch_failure_leaves_every_pair_reachable_through_the_others(lab: Lab, faults,
