@@ -31,7 +31,7 @@ from harness.topology.plan import (
     ProbePlan,
     Session,
 )
-from harness.topology.qos import plan_qos
+from harness.topology.qos import bypassed_ports, plan_qos
 from harness.topology.schema import IGNORED_NODE_KEYS, LinkSpec, NodeFields, Role
 from harness.topology.srv6 import plan_srv6
 from harness.topology.user_nodes import user_node
@@ -180,11 +180,15 @@ def augment(loaded: LoadedTopology, name: str | None = None,
     bfd, probes = spec.bgp.bfd, spec.spray.probes
     keepalive, hold, timers_note = bgp_timers(spec.bgp, len(sessions))
     notes += [timers_note] if timers_note else []
+    qos = plan_qos(loaded, nodes)
+    if qos is not None and (bypassed := bypassed_ports(links, nodes)):
+        notes.append(f"qos: impaired links bypass the queues of {', '.join(bypassed)} (their "
+                     "impairment takes the frames before or instead of the port's queues)")
     return LabPlan(
         name=name or spec.name, source=str(Path(src.file).absolute()),
         keepalive=keepalive, hold=hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
-        damping=spec.bgp.damping, srv6=srv6.plan, qos=plan_qos(loaded),
+        damping=spec.bgp.damping, srv6=srv6.plan, qos=qos,
         bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
                     offload=bfd.offload)

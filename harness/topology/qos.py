@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.errors import TopologyError, TopologyProblem
 from harness.topology.loader import LoadedTopology, SourceMap, parse_yaml, schema_problems
-from harness.topology.plan import QosPlan
+from harness.topology.plan import LinkPlan, QosPlan
+from harness.topology.schema import Kind, NodeFields
 
 SHIPPED = Path(__file__).parent / "qos_profiles"
 Dscp = Annotated[int, Field(ge=0, le=63)]
@@ -92,13 +93,17 @@ def load_profile(path: Path) -> LoadedProfile:
                             what=f"QoS profile {path}") from None
 
 
-def plan_qos(loaded: LoadedTopology) -> QosPlan | None:
+def plan_qos(loaded: LoadedTopology, nodes: dict[str, NodeFields]) -> QosPlan | None:
     qos = loaded.spec.qos
     if qos is None:
         return None
     src = loaded.source
     profiles: list[LoadedProfile] = []
     problems: list[TopologyProblem] = []
+    if not any(n.kind is Kind.sai for n in nodes.values()):
+        problems.append(src.problem(("qos",), "QoS maps are programmed by SAI switches and "
+                                    "this lab has none", "give the switches `kind: sai`, or "
+                                    "remove the `qos:` section"))
     for i, name in enumerate(qos.profiles):
         path = profile_path(name, Path(src.file).parent)
         if not path.is_file():
@@ -144,3 +149,10 @@ def normalized_classes(profiles: list[LoadedProfile]) -> dict[int, str]:
     if problems:
         raise TopologyError(problems, what="the lab's QoS profiles")
     return {dscp: next(iter(by_class)) for dscp, by_class in seen.items()}
+
+
+def bypassed_ports(links: list[LinkPlan], nodes: dict[str, NodeFields]) -> list[str]:
+    """SAI ports whose impaired link takes frames past (userspace engine) or in place of
+    (netem) their queues: what deploy warns of under `qos:`."""
+    return [f"{end.node}:{end.iface}" for link in links if not link.impairment.is_clean
+            for end in (link.a, link.b) if nodes[end.node].kind is Kind.sai]

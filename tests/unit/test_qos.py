@@ -110,3 +110,20 @@ def test_a_profile_whose_lossless_class_no_dscp_reaches_is_refused(tmp_path: Pat
 def test_the_lossless_and_cnp_classes_need_their_own_queues() -> None:
     with pytest.raises(TopologyError, match="need a traffic class and a queue each"):
         load_text(lab_text(["arista-eos"], "  lossless: {tc: 3, queue: 6}"))
+
+
+def test_qos_on_a_lab_without_sai_switches_is_refused_at_its_line() -> None:
+    with pytest.raises(TopologyError) as caught:
+        augment(load_text(lab_text(["arista-eos"]).replace("kind: sai", "kind: frr"), "lab.yml"))
+    assert "lab.yml:3: qos: QoS maps are programmed by SAI switches and this lab has none" in \
+        str(caught.value)
+
+
+def test_deploy_is_told_which_ports_an_impaired_link_takes_past_their_queues() -> None:
+    text = lab_text(["arista-eos"]).replace("      bandwidth: 400Gbit", "      delay: 1ms")
+    notes = augment(load_text(text)).notes
+    assert [n for n in notes if n.startswith("qos:")] == [
+        "qos: impaired links bypass the queues of leaf1:eth1, spine1:eth1 (their impairment "
+        "takes the frames before or instead of the port's queues)"]
+    assert not [n for n in augment(load_text(lab_text(["arista-eos"]))).notes
+                if n.startswith("qos:")]
