@@ -4,8 +4,8 @@ What a person debugging the failure the next morning needs and cannot get once t
 are gone: the lab's files (plan, journal, each node's logs and configs), each router's FRR
 state as JSON (BGP, OSPF, BFD and routes, from the daemons it runs), each SAI switch's
 objects, counters and configuration state, each node's kernel addresses, routes, neighbours
-and packet filters, and the faults in place. Collecting never
-raises: a part that cannot be read (a crashed daemon) is recorded as the error it gave.
+and packet filters, and the faults in place. Collecting never raises: a part that cannot be
+read (a crashed daemon) is recorded as the error it gave.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from harness.sai.netlink import (
     unpack_address,
     unpack_group,
 )
-from harness.sai.queues import PortQueues, counters, dscp_to_queue
+from harness.sai.queues import ForeignQdisc, PortQueues, counters, dscp_to_queue
 from harness.sai.records import (
     MySidEntry,
     NeighborEntry,
@@ -360,10 +360,6 @@ class KernelBackend:
         if port.qos_dscp_to_tc_map == NULL_OID:
             self.queues.clear(name)
             return Status.SUCCESS
-        if (other := self.queues.owner(port.hw_lane_list[0])) is not None:
-            log.error("port %s: its root qdisc is %s, not this switch's: QoS maps not applied",
-                      name, other)
-            return Status.NOT_SUPPORTED
         assert self.view is not None
         to_tc: QosMap = self.view.record(port.qos_dscp_to_tc_map)  # type: ignore[assignment]
         to_queue: QosMap | None = self.view.record(port.qos_tc_to_queue_map)  # type: ignore
@@ -371,6 +367,9 @@ class KernelBackend:
                                 dict(to_queue.map_to_value_list) if to_queue else {})
         try:
             self.queues.program(name, port.hw_lane_list[0], port.speed, mapping)
+        except ForeignQdisc as exc:
+            log.error("port %s: %s", name, exc)
+            return Status.NOT_SUPPORTED
         except LabError as exc:
             log.error("port %s: %s", name, exc)
             return Status.FAILURE
@@ -423,14 +422,12 @@ class KernelBackend:
         return {name: int(stats[field]) for name, field in _PORT_STATS.items()} if stats else {}
 
     def queue_stats(self, port: Port) -> list[dict[str, int]]:
-        if queues := self.queues.stats(port.hw_lane_list[0]):
+        lane = port.hw_lane_list[0]
+        if self.queues.maps and (queues := self.queues.stats(lane)):
             return queues  # type: ignore[return-value]
-        with netlink(self.netns_path) as ip:
-            qdiscs = [q for q in ip.get_qdiscs(index=port.hw_lane_list[0])
-                      if q["parent"] == 0xFFFFFFFF]
-        if not qdiscs:
-            return []
-        return [{"queue": 0, "qdisc": qdiscs[0].get_attr("TCA_KIND"), **counters(qdiscs[0])}]
+        root = self.queues.root(lane)
+        return [] if root is None else [{"queue": 0, "qdisc": root.get_attr("TCA_KIND"),
+                                         **counters(root)}]
 
     # -- warm restart ---------------------------------------------------------------------
 

@@ -29,6 +29,10 @@ KERNEL_DEFAULTS = {"noqueue", "pfifo_fast", "pfifo", "mq", "fq_codel"}
 ROOT = 0xFFFFFFFF
 
 
+class ForeignQdisc(LabError):
+    """A port's root qdisc is someone else's (netem, tbf): its maps are refused."""
+
+
 def classid(queue: int) -> str:
     return f"{HANDLE:x}:{queue + 1:x}"
 
@@ -53,26 +57,23 @@ class PortQueues:
         if out.returncode != 0:
             raise LabError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
 
-    def _root(self, ifindex: int) -> tuple[str | None, bool]:
-        """The port's root qdisc kind (None: none), and whether it is this switch's HTB."""
+    def root(self, ifindex: int) -> Any | None:
+        """The port's root qdisc (its netlink message), if it has one."""
         with netlink(self.netns_path) as ip:
-            roots = [q for q in ip.get_qdiscs(index=ifindex) if q["parent"] == ROOT]
-        if not roots:
-            return None, False
-        kind = roots[0].get_attr("TCA_KIND")
-        return kind, kind == "htb" and roots[0]["handle"] >> 16 == HANDLE
-
-    def owner(self, ifindex: int) -> str | None:
-        """None when the port's root qdisc is ours or a kernel default; else its kind."""
-        kind, ours = self._root(ifindex)
-        return None if ours or kind is None or kind in KERNEL_DEFAULTS else kind
+            return next((q for q in ip.get_qdiscs(index=ifindex) if q["parent"] == ROOT), None)
 
     def program(self, port: str, ifindex: int, speed_mbps: int, mapping: dict[int, int]) -> None:
-        """Queues on `port` classified by `mapping` (DSCP -> queue)."""
+        """Queues on `port` classified by `mapping` (DSCP -> queue); ForeignQdisc when the
+        port's root qdisc is someone else's."""
+        root = self.root(ifindex)
+        kind = root.get_attr("TCA_KIND") if root is not None else None
+        ours = kind == "htb" and root["handle"] >> 16 == HANDLE  # type: ignore[index]
+        if not ours and kind is not None and kind not in KERNEL_DEFAULTS:
+            raise ForeignQdisc(f"its root qdisc is {kind}, not this switch's: QoS maps not "
+                               "applied")
         rate = f"{speed_mbps}mbit"
         # HTB cannot change in place: one already there (a warm restart) keeps its queues
-        lines = [] if self._root(ifindex)[1] else [
-            f"qdisc replace dev {port} root handle {HANDLE:x}: htb default 1"]
+        lines = [] if ours else [f"qdisc replace dev {port} root handle {HANDLE:x}: htb default 1"]
         lines += [f"class replace dev {port} parent {HANDLE:x}: classid {classid(q)} htb "
                   f"rate {rate} ceil {rate} quantum 60000" for q in range(QUEUES)]
         self._run(["tc", "-batch", "-"], "\n".join(lines) + "\n")
