@@ -41,7 +41,7 @@ from harness.linux.rtnl_channel import Channel
 from harness.sai import srv6_engine
 from harness.sai.capacity import CapacityProfile, platform_capacity
 from harness.sai.kernel import SAI_TABLE, KernelBackend
-from harness.sai.seg6 import SID_DEVICE, Srv6Setup
+from harness.sai.seg6 import OWN_DEVICES, Srv6Setup
 from harness.sai.switch import SaiSwitch
 from harness.sai.trace import Trace
 from harness.sai.types import ObjectType
@@ -102,7 +102,7 @@ class Agent:
             channel.close()
         for link in links:
             name = link.get_attr("IFLA_IFNAME")
-            if name in ("lo", srv6_engine.TAP, SID_DEVICE, f"{SID_DEVICE}p"):
+            if name in ("lo", srv6_engine.TAP, *OWN_DEVICES):
                 continue  # the SRv6 dataplane's own devices (sai/seg6.py)
             status, port = self.sai.create(T.PORT, {
                 "SAI_PORT_ATTR_HW_LANE_LIST": [link["index"]],

@@ -34,7 +34,8 @@ CONSEQUENCE = {
     "tc_redirect": "no userspace impairment path either",
     "fq": "no pacing qdisc; rate limits use htb/tbf",
     "fq_codel": "no AQM qdisc on links",
-    "vrf": "no VRF-based tenant separation; SRv6 tails decapsulate IPv4 with End.DX4, not End.DT4",
+    "vrf": "no VRF-based tenant separation; SRv6 End.DT4/End.DT46 run in the userspace engine "
+           "fl-srv6 (the kernel's need a VRF device)",
     "openvswitch": "links are veth pairs (no OVS bridges needed)",
     "mpls": "no MPLS forwarding; backbones use SRv6",
     "seg6": "SRv6 encapsulation runs in the userspace engine fl-srv6 (RBB labs work)",

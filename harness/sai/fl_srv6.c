@@ -6,9 +6,9 @@
  * 02:53:36:00:HH:LL (N = 0xHHLL), so the destination MAC of each frame the kernel sends into
  * the TAP says what to do with it, as an ASIC's next-hop index does:
  *   N = 0  a my-SID entry: looked up by the packet's IPv6 destination (End, End.X, End.DT6,
- *          End.DX6, End.DX4);
+ *          End.DT4, End.DT46, End.DX6, End.DX4);
  *   N > 0  SID list N: H.Encaps, H.Encaps.Red or H.Insert with that list.
- * A packet whose next step is a FIB lookup (End, End.DT6, every encapsulation) is written back
+ * A packet whose next step is a FIB lookup (End, End.DT*, every encapsulation) is written back
  * into the TAP and the kernel forwards it; one that leaves by a given adjacency (End.X,
  * End.DX6, End.DX4) is sent from a packet socket on that port to its neighbour's MAC, which
  * this process follows in the kernel's neighbour table. Frames still pass the port's qdiscs
@@ -21,7 +21,8 @@
  *   fl-srv6 run TAP CTL_SOCKET SOURCE      SOURCE: the outer source address of encapsulations
  *
  * The control socket (SOCK_SEQPACKET) takes, all or nothing:
- *   sid SID BEHAVIOR [NEXTHOP IFINDEX]     BEHAVIOR: End End.X End.DT6 End.DX6 End.DX4
+ *   sid SID BEHAVIOR [NEXTHOP IFINDEX]     BEHAVIOR: End End.X End.DT6 End.DT4 End.DT46
+ *                                          End.DX6 End.DX4
  *   nosid SID
  *   list N MODE SEG[,SEG...] [PORT]        MODE: encap encap.red inline; PORT: kept for the
  *                                          agent's warm start, which reads it back
@@ -75,8 +76,9 @@
 static const unsigned char MAC_PREFIX[4] = {0x02, 0x53, 0x36, 0x00};
 static const unsigned char ENGINE_MAC[6] = {0x02, 0x53, 0x36, 0xff, 0xff, 0xff};
 
-enum behavior { END, END_X, END_DT6, END_DX6, END_DX4, BEHAVIORS };
-static const char *BEHAVIOR[BEHAVIORS] = {"End", "End.X", "End.DT6", "End.DX6", "End.DX4"};
+enum behavior { END, END_X, END_DT6, END_DT4, END_DT46, END_DX6, END_DX4, BEHAVIORS };
+static const char *BEHAVIOR[BEHAVIORS] = {"End", "End.X", "End.DT6", "End.DT4", "End.DT46",
+                                          "End.DX6", "End.DX4"};
 enum mode { ENCAP, ENCAP_RED, INLINE, MODES };
 static const char *MODE[MODES] = {"encap", "encap.red", "inline"};
 
@@ -422,7 +424,8 @@ static void endpoint(struct sid *s, unsigned char *ip, uint32_t len)
     }
 }
 
-/* End.DT6, End.DX6, End.DX4: the path ends here; the inner packet goes on alone. */
+/* End.DT*, End.DX6, End.DX4: the path ends here; the inner packet goes on alone, looked up
+ * by the kernel (End.DT*: the kernel's table is the switch's one VRF) or to the adjacency. */
 static void decapsulate(struct sid *s, unsigned char *ip, uint32_t len)
 {
     uint32_t offset = IP6_LEN;
@@ -436,13 +439,15 @@ static void decapsulate(struct sid *s, unsigned char *ip, uint32_t len)
         inner = srh[0];
         offset += SRH_FIXED + 8u * srh[1];
     }
-    int want = s->behavior == END_DX4 ? NH_IPV4 : NH_IPV6;
-    if (inner != want || len <= offset) {
+    int v4 = s->behavior == END_DX4 || s->behavior == END_DT4;
+    int ok = s->behavior == END_DT46 ? inner == NH_IPV4 || inner == NH_IPV6
+                                     : inner == (v4 ? NH_IPV4 : NH_IPV6);
+    if (!ok || len <= offset) {
         s->c.drops[WRONG_PAYLOAD]++;
         return;
     }
-    uint16_t ethertype = want == NH_IPV4 ? ETHERTYPE_IP : ETHERTYPE_IPV6;
-    if (s->behavior == END_DT6) {
+    uint16_t ethertype = inner == NH_IPV4 ? ETHERTYPE_IP : ETHERTYPE_IPV6;
+    if (s->behavior == END_DT6 || s->behavior == END_DT4 || s->behavior == END_DT46) {
         to_kernel(ip + offset, len - offset, ethertype, &s->c);   /* the kernel forwards it */
     } else if (forward_inner(s, ip + offset, ethertype) == 0) {
         to_adjacency(s, ip + offset, len - offset, ethertype);

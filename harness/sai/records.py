@@ -286,8 +286,9 @@ class Srv6SidList(Record):
 
 @dataclass(frozen=True)
 class MySidEntry(Record):
-    """A local SID: End, End.X (with the next hop to cross to), End.DT6 (into a VRF), or
-    End.DX6 / End.DX4 (decapsulate and cross to the next hop)."""
+    """A local SID: End, End.X (with the next hop to cross to), End.DT6 / End.DT4 / End.DT46
+    (decapsulate and look up in a VRF), or End.DX6 / End.DX4 (decapsulate and cross to the
+    next hop)."""
 
     TYPE = T.MY_SID_ENTRY
     ATTRS = (attr("SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR", "endpoint_behavior",
@@ -306,9 +307,15 @@ class MySidEntry(Record):
         if crosses and self.next_hop_id == NULL_OID:
             return (f"End.{self.endpoint_behavior.rpartition('_')[2]} needs "
                     "SAI_MY_SID_ENTRY_ATTR_NEXT_HOP_ID")
-        if self.endpoint_behavior.endswith("_DT6") and self.vrf == NULL_OID:
-            return "End.DT6 needs SAI_MY_SID_ENTRY_ATTR_VRF"
+        if looks_up(self.endpoint_behavior) and self.vrf == NULL_OID:
+            return (f"End.{self.endpoint_behavior.rpartition('_')[2]} needs "
+                    "SAI_MY_SID_ENTRY_ATTR_VRF")
         return None
+
+
+def looks_up(behavior: str) -> bool:
+    """End.DT6, End.DT4, End.DT46: the inner packet is looked up in the entry's VRF."""
+    return behavior.rpartition("_")[2] in ("DT6", "DT4", "DT46")
 
 
 @dataclass(frozen=True)

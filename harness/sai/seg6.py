@@ -6,6 +6,11 @@ with `encap seg6 mode encap|encap.red|inline`, or one via the engine's gateway f
 a my-SID entry is a `seg6local` route, or a route via the engine's my-SID gateway plus the
 entry in the engine. Which one a switch uses is found by trying the kernel's once, in place
 (`choose`), and said in the agent's status.
+
+End.DT6 looks up the SAI table by number (seg6local `table`); End.DT4 and End.DT46 have only
+the VRF form (`vrftable`), which the kernel resolves to a VRF device bound to that table, and
+only in the VRF strict mode. So the kernel path needs VRF too; a kernel with seg6 but no VRF
+takes the engine, which hands every decapsulated packet back to the kernel's lookup.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any, Protocol
 from pyroute2.netlink.exceptions import NetlinkError
 
 from harness.errors import LabError
-from harness.linux.nsenter import netlink
+from harness.linux.nsenter import netlink, write_sysctls
 from harness.sai import srv6_engine
 from harness.sai.backend import MySidFound, SidListFound
 from harness.sai.netlink import (
@@ -30,15 +35,20 @@ from harness.sai.netlink import (
     unpack_address,
     unpack_seg6_encap,
 )
-from harness.sai.records import MySidEntry, NextHop, Srv6SidList
+from harness.sai.records import MySidEntry, NextHop, Srv6SidList, looks_up
 from harness.sai.status import Status
 
 RTPROT_SAI = 250
-SID_DEVICE = "flsid"  # where the kernel path routes SIDs without a next hop (the agent skips it)
+SID_DEVICE = "flsid"  # where the kernel path routes SIDs without a next hop
+SID_VRF = "flvrf"  # the VRF device End.DT4 and End.DT46 look the SAI table up through
+OWN_DEVICES = (SID_DEVICE, f"{SID_DEVICE}p", SID_VRF)  # none is a port: the agent skips them
+VRF_STRICT = "net.vrf.strict_mode"
 PROBE_TABLE = 0xFFFE_0000  # no rule looks it up: trying seg6local there touches no traffic
 _BEHAVIOR = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT6": "End.DT6",
+             "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT4": "End.DT4",
+             "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DT46": "End.DT46",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DX6": "End.DX6",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_DX4": "End.DX4"}
 _MODE = {"SAI_SRV6_SIDLIST_TYPE_ENCAPS": "encap", "SAI_SRV6_SIDLIST_TYPE_ENCAPS_RED": "encap.red",
@@ -46,7 +56,8 @@ _MODE = {"SAI_SRV6_SIDLIST_TYPE_ENCAPS": "encap", "SAI_SRV6_SIDLIST_TYPE_ENCAPS_
 _SAI_BEHAVIOR = {name: sai for sai, name in _BEHAVIOR.items()}
 _SAI_TYPE = {mode: sai for sai, mode in _MODE.items()}
 # seg6local.h's actions, for the behaviors SAI has here
-_SEG6LOCAL_ACTIONS = {1: "End", 2: "End.X", 5: "End.DX6", 6: "End.DX4", 7: "End.DT6"}
+_SEG6LOCAL_ACTIONS = {1: "End", 2: "End.X", 5: "End.DX6", 6: "End.DX4", 7: "End.DT6",
+                      8: "End.DT4", 16: "End.DT46"}
 LWTUNNEL_ENCAP_SEG6_LOCAL = 7
 
 
@@ -153,6 +164,9 @@ class KernelSeg6:
                 oif = self._sid_device(ip)
             if entry.endpoint_behavior.endswith("_DT6"):
                 encap["table"] = self.table
+            elif looks_up(entry.endpoint_behavior):
+                lookup_vrf(ip, self.netns_path, self.table)
+                encap["vrf_table"] = self.table
             ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=oif,
                      encap=encap)
         return Status.SUCCESS
@@ -257,6 +271,19 @@ def quiet_up(ip: Any, index: int) -> None:
     ip.link("set", index=index, state="up")
 
 
+def lookup_vrf(ip: Any, netns_path: str | None, table: int) -> None:
+    """The VRF device bound to `table` that End.DT4 and End.DT46 look up through, with the
+    namespace's VRF strict mode on (without it the kernel finds no VRF by its table). No port
+    is enslaved to it: the SAI table stays every port's, as before."""
+    if not ip.link_lookup(ifname=SID_VRF):
+        ip.link("add", ifname=SID_VRF, kind="vrf", vrf_table=table)
+        quiet_up(ip, ip.link_lookup(ifname=SID_VRF)[0])
+    if netns_path:
+        write_sysctls(netns_path, {VRF_STRICT: "1"})
+    else:
+        Path("/proc/sys", *VRF_STRICT.split(".")).write_text("1")
+
+
 def encap_source(netns_path: str | None) -> IPv6Address:
     """The encapsulations' outer source: the loopback's global IPv6 address, as SRv6 routers
     use (else the switch's first global one)."""
@@ -278,21 +305,27 @@ def _engine_index(gateway: str) -> int | None:
     return index if address.version == 6 and 0 <= index <= srv6_engine.MAX_LISTS else None
 
 
-def kernel_refuses(netns_path: str | None) -> str | None:
-    """Why this kernel cannot hold SRv6 objects (None if it can): one seg6 nexthop and one
-    seg6local route are added where nothing uses them, and removed."""
+def kernel_refuses(netns_path: str | None, table: int) -> str | None:
+    """Why this kernel cannot hold SRv6 objects (None if it can): a seg6local End, a seg6
+    encapsulation and a seg6local End.DT4 (through the switch's VRF device) are added where
+    nothing uses them, and removed."""
     probe = IPv6Address("fe80::53:ffff")
+    encaps = [({"type": "seg6local", "action": "End"}, "seg6local"),
+              ({"type": "seg6", "mode": "encap", "segs": str(probe)}, "seg6"),
+              ({"type": "seg6local", "action": "End.DT4", "vrf_table": table},
+               "End.DT4 through a VRF")]
     with netlink(netns_path) as ip:
         lo = ip.link_lookup(ifname="lo")[0]
-        try:
-            ip.route("add", dst=f"{probe}/128", table=PROBE_TABLE, oif=lo,
-                     encap={"type": "seg6local", "action": "End"})
-            ip.route("del", dst=f"{probe}/128", table=PROBE_TABLE)
-            ip.route("add", dst=f"{probe}/128", table=PROBE_TABLE, oif=lo,
-                     encap={"type": "seg6", "mode": "encap", "segs": str(probe)})
-            ip.route("del", dst=f"{probe}/128", table=PROBE_TABLE)
-        except NetlinkError as exc:
-            return f"the kernel refuses seg6 ({exc.args[1] if len(exc.args) > 1 else exc})"
+        for encap, what in encaps:
+            try:
+                if encap.get("vrf_table"):
+                    lookup_vrf(ip, netns_path, table)
+                ip.route("add", dst=f"{probe}/128", table=PROBE_TABLE, oif=lo, encap=encap)
+                ip.route("del", dst=f"{probe}/128", table=PROBE_TABLE)
+            except (NetlinkError, OSError) as exc:
+                detail = exc.args[1] if isinstance(exc, NetlinkError) and len(exc.args) > 1 \
+                    else exc
+                return f"the kernel refuses {what} ({detail})"
     return None
 
 
@@ -300,6 +333,6 @@ def choose(netns_path: str | None, table: int, setup: Srv6Setup | None) -> Seg6:
     """The kernel's seg6 where it works (or is asked for), else the engine."""
     if setup is None or setup.path == "kernel":
         return KernelSeg6(netns_path, table)
-    why = "asked for" if setup.path == "userspace" else kernel_refuses(netns_path)
+    why = "asked for" if setup.path == "userspace" else kernel_refuses(netns_path, table)
     return KernelSeg6(netns_path, table) if why is None else \
         UserspaceSeg6(netns_path, table, setup, why)

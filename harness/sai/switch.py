@@ -33,6 +33,7 @@ from harness.sai.records import (
     Switch,
     VirtualRouter,
     build,
+    looks_up,
     with_attr,
 )
 from harness.sai.status import Status
@@ -480,7 +481,7 @@ class SaiSwitch:
                 if hop == NULL_OID:
                     continue
             entry = MySidEntry(endpoint_behavior=behavior, next_hop_id=hop,
-                               vrf=self.default_vr if behavior.endswith("_DT6") else NULL_OID)
+                               vrf=self.default_vr if looks_up(behavior) else NULL_OID)
             key = MySidKey(self.default_vr, IPv6Address(sid))
             self._store(key, entry)
             self.backend.adopt(key, 0)

@@ -3,9 +3,11 @@ dataplane's e2e test and its bench; every route sits in the SAI table, as a lab'
 
     ha --a-- r1 --b/a-- r2 --b/a-- r3 --b-- hb
 
-r1 encapsulates towards hb (H.Encaps for fd00:b::/64: End.X at r2, End.DT6 at r3;
-H.Encaps.Red for 10.0.2.0/24: End at r2, End.DX4 at r3); fd00:c::/64, hb's second prefix,
-is routed plainly along the same links (the baseline). No IPv4 runs between the routers.
+r1 encapsulates towards hb: H.Encaps for fd00:b::/64 (End.X at r2, End.DT6 at r3) and for
+10.0.3.0/24 (End.X at r2, End.DT4 at r3), H.Encaps.Red for 10.0.2.0/24 (End at r2, End.DX4
+at r3), H.Encaps for fd00:d::/64 and 10.0.4.0/24 (End at r2, End.DT46 at r3); fd00:c::/64,
+another of hb's prefixes, is routed plainly along the same links (the baseline). No IPv4
+runs between the routers.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ NODES = ("ha", "r1", "r2", "r3", "hb")
 LINKS = [("ha", "a", "r1", "a", ["fd00:a::2/64", "10.0.1.2/24"], ["fd00:a::1/64", "10.0.1.1/24"]),
          ("r1", "b", "r2", "a", ["fd00:12::1/64"], ["fd00:12::2/64"]),
          ("r2", "b", "r3", "a", ["fd00:23::1/64"], ["fd00:23::2/64"]),
-         ("r3", "b", "hb", "a", ["fd00:b::1/64", "fd00:c::1/64", "10.0.2.1/24"],
-          ["fd00:b::2/64", "fd00:c::2/64", "10.0.2.2/24"])]
+         ("r3", "b", "hb", "a", ["fd00:b::1/64", "fd00:c::1/64", "fd00:d::1/64", "10.0.2.1/24",
+                                 "10.0.3.1/24", "10.0.4.1/24"],
+          ["fd00:b::2/64", "fd00:c::2/64", "fd00:d::2/64", "10.0.2.2/24", "10.0.3.2/24",
+           "10.0.4.2/24"])]
 LOOPBACK = {"r1": "fd00:ff::1", "r2": "fd00:ff::2", "r3": "fd00:ff::3"}
 ROUTES = {  # in the SAI table, like every route of a lab's switch, connected ones included
     "r1": ["fcbb:bbbb:2::/48 via fd00:12::2", "fcbb:bbbb:3::/48 via fd00:12::2",
@@ -45,9 +49,12 @@ ROUTES = {  # in the SAI table, like every route of a lab's switch, connected on
            "fd00:c::/64 via fd00:23::2", "fd00:a::/64 via fd00:12::1", "fd00:12::/64 dev a",
            "fd00:23::/64 dev b"],
     "r3": ["fd00:a::/64 via fd00:23::1", "fd00:12::/64 via fd00:23::1", "fd00:23::/64 dev a",
-           "fd00:b::/64 dev b", "fd00:c::/64 dev b", "10.0.2.0/24 dev b"]}
+           "fd00:b::/64 dev b", "fd00:c::/64 dev b", "fd00:d::/64 dev b", "10.0.2.0/24 dev b",
+           "10.0.3.0/24 dev b", "10.0.4.0/24 dev b"]}
 TO_R3_V6 = ["fcbb:bbbb:2::e", "fcbb:bbbb:3::d6"]  # End.X at r2, End.DT6 at r3
-TO_R3_V4 = ["fcbb:bbbb:2::1", "fcbb:bbbb:3::d4"]  # End at r2, End.DX4 at r3
+TO_R3_V4 = ["fcbb:bbbb:2::1", "fcbb:bbbb:3::4002"]  # End at r2, End.DX4 at r3
+TO_R3_DT4 = ["fcbb:bbbb:2::e", "fcbb:bbbb:3::d4"]  # End.X at r2, End.DT4 at r3
+TO_R3_DT46 = ["fcbb:bbbb:2::1", "fcbb:bbbb:3::d46"]  # End at r2, End.DT46 at r3
 
 
 def sh(ns: str, *argv: str, check: bool = True) -> str:
@@ -110,10 +117,15 @@ class Switch:
 def program_chain(sw: dict[str, Switch]) -> None:
     sw["r1"].policy("fd00:b::/64", TO_R3_V6, "SAI_SRV6_SIDLIST_TYPE_ENCAPS")
     sw["r1"].policy("10.0.2.0/24", TO_R3_V4, "SAI_SRV6_SIDLIST_TYPE_ENCAPS_RED")
+    sw["r1"].policy("10.0.3.0/24", TO_R3_DT4, "SAI_SRV6_SIDLIST_TYPE_ENCAPS")
+    for prefix in ("fd00:d::/64", "10.0.4.0/24"):
+        sw["r1"].policy(prefix, TO_R3_DT46, "SAI_SRV6_SIDLIST_TYPE_ENCAPS")
     sw["r2"].sid("fcbb:bbbb:2::e", "X", next_hop_id=sw["r2"].hop("fd00:23::2", "b"))
     sw["r2"].sid("fcbb:bbbb:2::1", "E")
     sw["r3"].sid("fcbb:bbbb:3::d6", "DT6", vrf=sw["r3"].sai.default_vr)
-    sw["r3"].sid("fcbb:bbbb:3::d4", "DX4", next_hop_id=sw["r3"].hop("10.0.2.2", "b"))
+    for sids, behavior in ((TO_R3_DT4, "DT4"), (TO_R3_DT46, "DT46")):
+        sw["r3"].sid(sids[1], behavior, vrf=sw["r3"].sai.default_vr)
+    sw["r3"].sid(TO_R3_V4[1], "DX4", next_hop_id=sw["r3"].hop("10.0.2.2", "b"))
 
 
 @dataclass

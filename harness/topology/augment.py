@@ -159,7 +159,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
                 node=local.node, peer=peer.node, local_ip=str(v4), peer_ip=str(peer4),
                 local_asn=asns[local.node], peer_asn=asns[peer.node], iface=local.iface,
                 passive=waits_for_peer(local.node, peer.node, nodes)))
-    srv6 = plan_srv6(loaded, nodes, interfaces, loopbacks)
+    srv6 = plan_srv6(loaded, nodes, interfaces)
     base = Path(src.file).parent
     node_plans = []
     for node_name, n in nodes.items():

@@ -98,7 +98,7 @@ class Sid(_Plain):
     """One of an SRv6 router's SIDs; End.X and End.DX* cross `iface` to `nexthop`."""
 
     sid: str
-    behavior: str  # End, End.X, End.DT6, End.DX4, End.DX6
+    behavior: str  # End, End.X, End.DT6, End.DT4, End.DT46, End.DX4, End.DX6
     iface: str | None = None
     nexthop: str | None = None
 

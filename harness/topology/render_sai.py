@@ -14,7 +14,8 @@ from typing import Any
 from harness.topology.plan import LabPlan, NodePlan, PathPlan, PolicyPlan
 
 MBIT = 1_000_000
-BEHAVIOR = {"End": "E", "End.X": "X", "End.DT6": "DT6", "End.DX4": "DX4", "End.DX6": "DX6"}
+BEHAVIOR = {"End": "E", "End.X": "X", "End.DT6": "DT6", "End.DT4": "DT4", "End.DT46": "DT46",
+            "End.DX4": "DX4", "End.DX6": "DX6"}
 SRV6_NEXT_HOP = "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST"
 
 
@@ -65,7 +66,7 @@ def my_sids(node: NodePlan) -> dict[str, dict[str, Any]]:
     for sid in node.sids:
         attrs: dict[str, Any] = {"SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR":
                                  f"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_{BEHAVIOR[sid.behavior]}"}
-        if sid.behavior == "End.DT6":
+        if sid.behavior.startswith("End.DT"):  # a lookup in the switch's one VRF
             attrs["SAI_MY_SID_ENTRY_ATTR_VRF"] = "VIRTUAL_ROUTER|default"
         if sid.nexthop is not None:
             family = "v4" if sid.behavior == "End.DX4" else "v6"

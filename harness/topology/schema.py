@@ -302,10 +302,11 @@ class Srv6Policy(_Strict):
 
 
 class Srv6(_Strict):
-    """SRv6 on the backbone routers (role backbone, kind sai): a locator each, its End, End.DT6
-    and End.X SIDs (End.DX4/End.DX6 towards neighbours outside the backbone), and the TE
-    policies. Locators are carried by BGP (IPv6 unicast), which FRR 8.4 has; it has no static
-    SIDs, so the SIDs reach the switches through the agent's configuration channel."""
+    """SRv6 on the backbone routers (role backbone, kind sai): a locator each, its End, End.DT6,
+    End.DT4, End.DT46 and End.X SIDs (End.DX4/End.DX6 towards neighbours outside the
+    backbone), and the TE policies. Locators are carried by BGP (IPv6 unicast), which FRR 8.4
+    has; it has no static SIDs, so the SIDs reach the switches through the agent's
+    configuration channel."""
 
     locators: IPv6Network = Field(IPv6Network("fcbb:bbbb::/32"),
                                   description="the pool each router's locator comes from")

@@ -3,14 +3,15 @@ lists. Every problem (an unknown node or SID, a SID outside every locator, two h
 link between them) is pinned to its key and line before anything is deployed.
 
 A router's SIDs are its locator plus a 16-bit function, as SRv6 deployments lay them out:
-:1 End, :d6 End.DT6, :1NNN End.X over its NNN-th port to another SRv6 router, :4NNN End.DX4
-and :6NNN End.DX6 over its NNN-th port to a neighbour outside the backbone (a campus edge).
+:1 End, :d6 End.DT6, :d4 End.DT4, :d46 End.DT46 (each a lookup in the router's table), :1NNN
+End.X over its NNN-th port to another SRv6 router, :4NNN End.DX4 and :6NNN End.DX6 over its
+NNN-th port to a neighbour outside the backbone (a campus edge).
 
 A path of node names compiles hop by hop: each node but the last gives its End.X over the
 link to the next (so the path is followed link by link, whatever routing prefers), a node
-followed by a SID gives its End, and the last gives the decapsulation: End.DT6 for an IPv6
-destination, End.DX4 towards the neighbour on the way to the node whose loopback the IPv4
-destination holds (the kernel has no VRF here for End.DT4). A SID is taken as it is.
+followed by a SID gives its End, and the last gives the decapsulation of the destination's
+family: End.DT6 or End.DT4. A SID is taken as it is, so a path may end in an End.DT46 or in
+a cross-connect (End.DX6, End.DX4) instead.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from harness.topology.loader import KeyPath, LoadedTopology
 from harness.topology.plan import Interface, PathPlan, PolicyPlan, Sid, Srv6Plan
 from harness.topology.schema import Kind, NodeFields, Role, Srv6Policy
 
-END, END_DT6, END_X, END_DX4, END_DX6 = 0x0001, 0x00D6, 0x1000, 0x4000, 0x6000
-DECAPSULATING = ("End.DT6", "End.DX4", "End.DX6")
+END, END_DT6, END_DT4, END_DT46 = 0x0001, 0x00D6, 0x00D4, 0x0D46
+END_X, END_DX4, END_DX6 = 0x1000, 0x4000, 0x6000
+DECAPSULATES = {4: ("End.DT4", "End.DT46", "End.DX4"), 6: ("End.DT6", "End.DT46", "End.DX6")}
 MAX_PORTS = 0xFFF
 
 
@@ -45,8 +47,7 @@ def sid_at(locator: IPv6Network, function: int) -> IPv6Address:
 
 
 def plan_srv6(loaded: LoadedTopology, nodes: dict[str, NodeFields],
-              interfaces: dict[str, list[Interface]],
-              loopbacks: dict[str, tuple[object, object]]) -> Srv6Layout:
+              interfaces: dict[str, list[Interface]]) -> Srv6Layout:
     """The lab's SRv6, or TopologyError listing every problem."""
     spec, src = loaded.spec.srv6, loaded.source
     problems = [src.problem(("topology", "nodes", name, "locator"),
@@ -62,7 +63,7 @@ def plan_srv6(loaded: LoadedTopology, nodes: dict[str, NodeFields],
     routers = [name for name, n in nodes.items() if is_srv6_router(n)]
     locators = _locators(loaded, nodes, routers, problems)
     sids = {name: _sids(name, locators[name], interfaces, set(routers)) for name in locators}
-    compiler = _Compiler(loaded, nodes, interfaces, locators, sids, loopbacks, problems)
+    compiler = _Compiler(loaded, nodes, interfaces, locators, sids, problems)
     policies = [compiler.policy(i, policy) for i, policy in enumerate(spec.policies)]
     names = [p.name for p in spec.policies]
     problems += [src.problem(("srv6", "policies", i, "name"), f"policy name {name!r} is used "
@@ -116,8 +117,8 @@ def _address(interfaces: dict[str, list[Interface]], node: str, iface: str, vers
 
 def _sids(name: str, locator: IPv6Network, interfaces: dict[str, list[Interface]],
           routers: set[str]) -> list[Sid]:
-    sids = [Sid(sid=str(sid_at(locator, END)), behavior="End"),
-            Sid(sid=str(sid_at(locator, END_DT6)), behavior="End.DT6")]
+    sids = [Sid(sid=str(sid_at(locator, function)), behavior=behavior) for function, behavior in (
+        (END, "End"), (END_DT6, "End.DT6"), (END_DT4, "End.DT4"), (END_DT46, "End.DT46"))]
     for number, iface in enumerate(interfaces[name][:MAX_PORTS], 1):
         peer = iface.peer
         v6 = _address(interfaces, peer.node, peer.iface, 6)
@@ -141,10 +142,9 @@ class _Compiler:
 
     def __init__(self, loaded: LoadedTopology, nodes: dict[str, NodeFields],
                  interfaces: dict[str, list[Interface]], locators: dict[str, IPv6Network],
-                 sids: dict[str, list[Sid]], loopbacks: dict[str, tuple[object, object]],
-                 problems: list[TopologyProblem]) -> None:
+                 sids: dict[str, list[Sid]], problems: list[TopologyProblem]) -> None:
         self.src, self.nodes, self.interfaces = loaded.source, nodes, interfaces
-        self.locators, self.sids, self.loopbacks = locators, sids, loopbacks
+        self.locators, self.sids = locators, sids
         self.problems = problems
         self.owner = {s.sid: name for name, listed in sids.items() for s in listed}
         self.by_sid = {s.sid: s for listed in sids.values() for s in listed}
@@ -224,18 +224,15 @@ class _Compiler:
             elif j + 1 < len(steps):
                 segments.append(self._function(node, "End").sid)
             else:
-                decap = self._decap(policy, node, (*at, j))
-                if decap is None:
-                    return None
-                segments.append(decap.sid)
+                segments.append(self._function(
+                    node, f"End.DT{policy.destination.version}").sid)
         tail_node = steps[-1][0]
         last = self.by_sid[segments[-1]]
-        if last.behavior not in DECAPSULATING or (last.behavior == "End.DX4") != (
-                policy.destination.version == 4):
-            want = "End.DX4" if policy.destination.version == 4 else "End.DT6 or End.DX6"
+        decapsulates = DECAPSULATES[policy.destination.version]
+        if last.behavior not in decapsulates:
             self.problem((*at, len(steps) - 1), f"the path ends at {last.sid} "
                          f"({last.behavior}), which does not decapsulate {policy.destination}",
-                         f"end it at the tail's {want} (or its node name)")
+                         f"end it at the tail's {', '.join(decapsulates)} (or its node name)")
             return None
         first = steps[0][0]
         iface = (self._ports(policy.headend, first) or [self._towards(policy.headend, first)])[0]
@@ -267,20 +264,3 @@ class _Compiler:
                         return first_port[peer]
                     queue.append(peer)
         return None
-
-    def _decap(self, policy: Srv6Policy, tail: str, at: KeyPath) -> Sid | None:
-        if policy.destination.version == 6:
-            return self._function(tail, "End.DT6")
-        owner = next((n for n, (v4, _) in self.loopbacks.items()
-                      if ip_address(str(v4)) in policy.destination), None)
-        port = self._towards(tail, owner) if owner and owner != tail else None
-        found = next((s for s in self.sids[tail] if s.behavior == "End.DX4" and s.iface == port),
-                     None)
-        if found is None:
-            self.problem(at, f"{tail} cannot decapsulate {policy.destination} with End.DX4: "
-                         + ("no node's loopback is inside it" if owner is None else
-                            f"its way to {owner} is not through a neighbour outside the "
-                            "backbone"),
-                         "make the destination a campus node's prefix behind the tail "
-                         "(this kernel has no VRF for End.DT4)")
-        return found

@@ -24,7 +24,15 @@ from harness.sai import srv6_engine
 from harness.sai.kernel import SAI_TABLE
 from harness.sai.types import MySidKey, ObjectType
 from harness.testing import srv6_chain
-from harness.testing.srv6_chain import LOOPBACK, TO_R3_V4, TO_R3_V6, Chain, sh
+from harness.testing.srv6_chain import (
+    LOOPBACK,
+    TO_R3_DT4,
+    TO_R3_DT46,
+    TO_R3_V4,
+    TO_R3_V6,
+    Chain,
+    sh,
+)
 
 T = ObjectType
 
@@ -107,6 +115,29 @@ def test_h_encaps_red_end_and_end_dx4_carry_ipv4(chain: Chain, tmp_path: Path) -
         assert IP(bytes(packet)).chksum == sent  # the TTL's checksum update is right
 
 
+def test_end_dt4_and_end_dt46_hand_the_inner_packet_to_the_tails_lookup(chain: Chain,
+                                                                        tmp_path: Path) -> None:
+    """r3 has no route of its own for the SIDs' payload: only its table lookup after the
+    decapsulation (the kernel's through its VRF device, or the engine's handing back) gets
+    each packet to hb, one hop later (TTL and hop limit 63, as End.DT6's)."""
+    where = [("r3", "a"), ("hb", "a")]
+    with captures(chain.names, where, tmp_path) as seen:
+        for family, address in (("-4", "10.0.3.2"), ("-4", "10.0.4.2"), ("-6", "fd00:d::2")):
+            sh(chain.names["ha"], "ping", family, "-c", "3", "-i", "0.2", "-W", "1", address,
+               check=False)
+    assert srh_hops(seen[("r3", "a")]) == \
+        [(TO_R3_DT4[1], 0, list(reversed(TO_R3_DT4)), 62)] * 3 + \
+        [(TO_R3_DT46[1], 0, list(reversed(TO_R3_DT46)), 62)] * 6, seen[("r3", "a")]
+    requests = [p[IP] for p in seen[("hb", "a")] if ICMP in p and p[ICMP].type == 8]
+    assert [(p.dst, p.ttl) for p in requests] == [("10.0.3.2", 63)] * 3 + [("10.0.4.2", 63)] * 3
+    delivered = [p[IPv6] for p in seen[("hb", "a")] if ICMPv6EchoRequest in p]
+    assert [(p.dst, p.hlim, IPv6ExtHdrSegmentRouting in p) for p in delivered] == \
+        [("fd00:d::2", 63, False)] * 3, delivered
+    if chain.path == "userspace":
+        sids = srv6_engine.Engine(tmp_path / "r3").show().sids
+        assert (sids[TO_R3_DT4[1]]["packets"], sids[TO_R3_DT46[1]]["packets"]) == (3, 6), sids
+
+
 def test_the_engine_counts_and_a_removed_sid_stops_the_path(chain: Chain,
                                                            tmp_path: Path) -> None:
     ping = ["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", "fd00:b::2"]
@@ -119,7 +150,8 @@ def test_the_engine_counts_and_a_removed_sid_stops_the_path(chain: Chain,
                 shown.sids["fcbb:bbbb:2::1"]["packets"]) == (2, 0), shown
         r1 = srv6_engine.Engine(tmp_path / "r1").show()
         assert {row["segs"]: row["packets"] for row in r1.lists.values()} == {
-            ",".join(TO_R3_V6): 2, ",".join(TO_R3_V4): 0}, r1
+            ",".join(TO_R3_V6): 2, ",".join(TO_R3_V4): 0, ",".join(TO_R3_DT4): 0,
+            ",".join(TO_R3_DT46): 0}, r1
     sai = chain.switches["r2"].sai
     assert sai.remove(MySidKey(sai.default_vr, IPv6Address(TO_R3_V6[0]))).ok
     assert " 100% packet loss" in sh(chain.names["ha"], *ping, check=False)

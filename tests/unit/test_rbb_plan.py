@@ -33,6 +33,7 @@ def test_each_router_has_a_locator_and_its_sids_in_it(mini: LabPlan) -> None:
     bb1 = routers["bb1"]
     assert [(s.sid, s.behavior, s.iface) for s in bb1.sids] == [
         ("fcbb:bbbb:1:1::", "End", None), ("fcbb:bbbb:1:d6::", "End.DT6", None),
+        ("fcbb:bbbb:1:d4::", "End.DT4", None), ("fcbb:bbbb:1:d46::", "End.DT46", None),
         ("fcbb:bbbb:1:1001::", "End.X", "eth1"), ("fcbb:bbbb:1:1002::", "End.X", "eth2"),
         ("fcbb:bbbb:1:1003::", "End.X", "eth3"), ("fcbb:bbbb:1:4004::", "End.DX4", "eth4"),
         ("fcbb:bbbb:1:6004::", "End.DX6", "eth4")]
@@ -46,8 +47,8 @@ def test_a_path_of_node_names_compiles_to_end_x_then_the_tails_decapsulation(
     assert (v6.path.segments, v6.path.hops, v6.path.iface) == (
         ["fcbb:bbbb:2:1002::", "fcbb:bbbb:3:d6::"], ["bb1", "bb2", "bb3"], "eth1")
     assert v6.fallback.segments == ["fcbb:bbbb:4:1001::", "fcbb:bbbb:3:d6::"]  # type: ignore[union-attr]
-    # IPv4 ends at End.DX4 towards campus 2's edge; its probes come home through End.DT6
-    assert v4.path.segments == ["fcbb:bbbb:2:1002::", "fcbb:bbbb:3:4004::"]
+    # IPv4 ends at End.DT4, a lookup in bb3's table; its probes come home through End.DT6
+    assert v4.path.segments == ["fcbb:bbbb:2:1002::", "fcbb:bbbb:3:d4::"]
     assert v4.path.probe == ["fcbb:bbbb:2:1002::", "fcbb:bbbb:3:d6::"]
 
 
@@ -77,6 +78,9 @@ srv6:
     - {name: p2, headend: bb1, destination: "fd00:100:2::/64", path: [bb2, "fcbb:bbbb:9::1"]}
     - {name: p3, headend: bb1, destination: "fd00:100:2::/64", path: [bb2, "fcbb:bbbb:2:77::"]}
     - {name: p4, headend: bbx, destination: "fd00:100:2::/64", path: [bb2]}
+    - {name: p5, headend: bb1, destination: "fd00:100:2::/64", path: [bb2, "fcbb:bbbb:3:d4::"]}
+    - {name: p6, headend: bb1, destination: "10.2.0.0/16", path: [bb2, "fcbb:bbbb:3:d46::"]}
+    - {name: p7, headend: bb1, destination: "fd00:100:2::/64", path: [bb2, "fcbb:bbbb:3:d46::"]}
 topology:
   nodes:
     bb1: {role: backbone, kind: sai}
@@ -100,6 +104,10 @@ def test_bad_policies_are_refused_before_anything_is_deployed(tmp_path: Path) ->
     assert "srv6.policies[2].path[1]: fcbb:bbbb:2:77:: is in bb2's locator but is none of " \
         "its SIDs" in text
     assert "srv6.policies[3].headend: unknown node 'bbx'" in text
+    assert "srv6.policies[4].path[1]: the path ends at fcbb:bbbb:3:d4:: (End.DT4), which does " \
+        "not decapsulate fd00:100:2::/64\n    fix: end it at the tail's End.DT6, End.DT46, " \
+        "End.DX6 (or its node name)" in text
+    assert "policies[5]" not in text and "policies[6]" not in text  # End.DT46 takes both
 
 
 def test_bad_generator_parameters_are_named_with_their_fix() -> None:
