@@ -35,11 +35,12 @@ sys.path.insert(0, str(REPO))
 from harness.errors import LabError  # noqa: E402
 from harness.lab import Lab, destroy_lab  # noqa: E402
 from harness.linux import scratch  # noqa: E402
+from harness.linux.cpu import TICK, cpu_s  # noqa: E402
 from harness.linux.nsenter import list_netns  # noqa: E402
 from harness.linux.scratch import scratch_name  # noqa: E402
 from harness.runtime import docker_engine, images  # noqa: E402
 from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
-from harness.testing.footprint import TICK, command, cpu_s, memory_mib  # noqa: E402
+from harness.testing.footprint import command, memory_mib  # noqa: E402
 from harness.topology.augment import augment  # noqa: E402
 from harness.topology.loader import load_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402

@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
 from harness.lab import Lab, destroy_lab
+from harness.linux.cpu import cpu_s
 from harness.linux.nsenter import rtnl_socket
 from harness.paths import netns_name
 from harness.sai.kernel import RTPROT_SAI
 from harness.sai.netlink import RTM_NEWROUTE
 from harness.stats import spread
-from harness.testing.footprint import cpu_s
 from harness.topology.augment import augment
 from harness.topology.loader import load_file
 

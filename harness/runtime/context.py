@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.errors import LabError
+from harness.linux.cpu import cpu_s
 from harness.linux.journal import Journal
 from harness.runtime.base import Runtime
 from harness.runtime.node import Node
@@ -22,6 +23,9 @@ from harness.topology.plan import LabPlan
 
 Answer = TypeVar("Answer")
 READY_POLL_S = 0.05
+# A helper silent at its timeout but busy (a tenth of a CPU or more through it) is starting on
+# a slow or emulated CPU, not stuck: it gets another timeout, up to this many.
+BUSY_SHARE, BUSY_EXTENSIONS = 0.1, 9
 
 
 @dataclass
@@ -52,14 +56,25 @@ class LabContext:
                      ready: Callable[[], Answer], timeout: float) -> tuple[int, Answer]:
         """Start a long-lived helper in the node (recorded, so destroy ends it) and wait until
         `ready` answers rather than raise LabError; return its pid and that answer. A helper
-        that dies first, or is still silent at `timeout`, is an error with its output's end."""
+        that dies first, or is still silent at `timeout` while idle (or after the busy
+        extensions), is an error with its output's end."""
         pid = self.runtime.spawn(node, argv, out, f"{node}/{what}")
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline, used, extensions = started + timeout, 0.0, 0
         while True:
             try:
                 return pid, ready()
             except LabError:
-                if self.runtime.host_pid(node, pid) is None or time.monotonic() > deadline:
-                    raise LabError(f"{node}: the {what} did not start; see {log}\n"
+                host = self.runtime.host_pid(node, pid)
+                now = time.monotonic()
+                if host is not None and now > deadline:
+                    busy = cpu_s(host) - used
+                    if busy >= BUSY_SHARE * timeout and extensions < BUSY_EXTENSIONS:
+                        deadline, used, extensions = now + timeout, used + busy, extensions + 1
+                        continue
+                if host is None or now > deadline:
+                    why = "exited" if host is None else \
+                        f"silent after {now - started:.1f} s ({cpu_s(host):.1f} CPU s used)"
+                    raise LabError(f"{node}: the {what} did not start ({why}); see {log}\n"
                                    f"{out.read_text()[-2000:]}") from None
                 time.sleep(READY_POLL_S)

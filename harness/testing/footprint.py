@@ -3,7 +3,6 @@ name (for tests that stop or watch it), memory and CPU time (for benches)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -11,21 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.linux import ksm
+from harness.linux.cpu import cpu_s
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int, *, children: bool = False) -> float:
-    """utime + stime of a process, in seconds (0 once it is gone); with `children`, also
-    what the children it waited for used (a shim's runc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return sum(int(v) for v in fields[11:15 if children else 13]) / TICK
 
 
 def command(pid: int) -> str:
