@@ -36,7 +36,8 @@ def _python(lab: LabContext, module: str, *args: object) -> list[str]:
 def run_flow(lab: LabContext, src: str, dst: str, *, rate_pps: float = 2000, count: int = 10_000,
              size: int = 64, port: int = 7000, sport: int = 7000, ipv6: bool = False,
              actions: Sequence[Action] = ()) -> FlowResult:
-    """Send `count` packets src -> dst at `rate_pps`; run each action at its offset."""
+    """Send `count` packets src -> dst at `rate_pps`; run each action at its offset from the
+    sender's first packet."""
     if size < MIN_SIZE:
         raise LabError(f"flow packets need at least {MIN_SIZE} bytes, not {size}")
     src_node, dst_node = lab.plan.node(src), lab.plan.node(dst)
@@ -52,9 +53,13 @@ def run_flow(lab: LabContext, src: str, dst: str, *, rate_pps: float = 2000, cou
         if receiver.stdout is None or receiver.stdout.readline().strip() != "ready":
             raise LabError(f"{dst}: flow receiver did not start (exit {receiver.poll()})")
         sender = lab.node(src).popen(_python(lab, "sender", src_addr, sport, dst_addr, port,
-                                             rate_pps, count, size, send_log))
-        started = time.monotonic_ns()
-        marks = _run_actions(actions, started)
+                                             rate_pps, count, size, send_log),
+                                     stdout=subprocess.PIPE, text=True)
+        assert sender.stdout is not None
+        started = sender.stdout.readline().strip()
+        if not started.isdigit():
+            raise LabError(f"{src}: flow sender did not start (exit {sender.wait(timeout=30)})")
+        marks = _run_actions(actions, int(started))
         if sender.wait(timeout=count / rate_pps + 60) != 0:
             raise LabError(f"{src}: flow sender failed (exit {sender.returncode})")
         time.sleep(DRAIN_S)

@@ -8,6 +8,9 @@ path the flow takes.
 Pacing targets absolute send times (start + seq/rate), so a late packet does not shift the
 ones after it and the flow keeps its nominal rate. A send that the kernel refuses (no route)
 is logged like any other: the packet is lost, which is what the analysis must count.
+
+Its one line of output is the start time (CLOCK_MONOTONIC ns), written just before the first
+send: faults timed against the flow count from there, however long Python took to start.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def main(argv: list[str]) -> int:
     sent = array("Q")
     target = (dst, int(port))
     start = time.monotonic_ns()
+    print(start, flush=True)
     for seq in range(int(count)):
         due = start + seq * interval_ns
         now = time.monotonic_ns()
