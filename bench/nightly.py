@@ -40,8 +40,10 @@ FAULT_SUITE = ["tests/e2e/test_fpf.py", "tests/e2e/test_fpf_spine_crash.py",
                "tests/e2e/test_rbb.py", "tests/e2e/test_sai_lab.py",
                "tests/e2e/test_scaleup.py", "tests/e2e/test_fault_cli.py",
                "tests/e2e/test_exercises.py"]
+# The VM shares the checkout read-only: what pytest writes goes to the VM's own /tmp.
 IN_VM = ["env", "PYTHONDONTWRITEBYTECODE=1", ".venv/bin/python", "-m", "pytest",
-         "-p", "no:cacheprovider", "-v", "--color=no"]
+         "-p", "no:cacheprovider", "-v", "--color=no", "--fault-report=/tmp/faults.json",
+         "--evidence-dir=/tmp/evidence"]
 
 
 @dataclass(frozen=True)

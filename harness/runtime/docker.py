@@ -27,7 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.errors import LabError
+from harness.kernel import has
 from harness.linux.journal import Journal
+from harness.linux.vrf import VRF_STRICT
 from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
 from harness.runtime import docker_engine, images
 from harness.runtime.images import image_for
@@ -148,10 +150,13 @@ class DockerRuntime:
             binds.append(f"{frr_run_dir(self.lab, node.name)}:/run/frr")
         devices = [{"PathOnHost": d, "PathInContainer": d, "CgroupPermissions": "rwm"}
                    for d in DEVICES]
+        # An SRv6 router's End.DT4/End.DT46 need the VRF strict mode (harness/sai/seg6.py),
+        # which its read-only /proc/sys cannot take later; the key exists once VRF is loaded.
+        sysctls = {**SYSCTLS, VRF_STRICT: "1"} if node.locator and has("vrf") else SYSCTLS
         return {"Hostname": node.name, "Env": [f"{k}={v}" for k, v in node.env.items()],
                 "Labels": {LAB_LABEL: self.lab, NODE_LABEL: node.name},
                 "HostConfig": {"Init": True, "NetworkMode": "none", "CapDrop": ["ALL"],
-                               "CapAdd": list(CAPABILITIES), "Sysctls": SYSCTLS,
+                               "CapAdd": list(CAPABILITIES), "Sysctls": sysctls,
                                "Devices": devices, "Binds": binds}}
 
     def confine(self, node: str, argv: Sequence[str]) -> list[str]:

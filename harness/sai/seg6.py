@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from pyroute2.netlink.exceptions import NetlinkError
 
 from harness.errors import LabError
-from harness.linux.nsenter import netlink, write_sysctls
+from harness.linux.nsenter import netlink
+from harness.linux.vrf import strict_mode
 from harness.sai import srv6_engine
 from harness.sai.backend import MySidFound, SidListFound
 from harness.sai.netlink import (
@@ -42,7 +43,6 @@ RTPROT_SAI = 250
 SID_DEVICE = "flsid"  # where the kernel path routes SIDs without a next hop
 SID_VRF = "flvrf"  # the VRF device End.DT4 and End.DT46 look the SAI table up through
 OWN_DEVICES = (SID_DEVICE, f"{SID_DEVICE}p", SID_VRF)  # none is a port: the agent skips them
-VRF_STRICT = "net.vrf.strict_mode"
 PROBE_TABLE = 0xFFFE_0000  # no rule looks it up: trying seg6local there touches no traffic
 _BEHAVIOR = {"SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_E": "End",
              "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X": "End.X",
@@ -278,10 +278,7 @@ def lookup_vrf(ip: Any, netns_path: str | None, table: int) -> None:
     if not ip.link_lookup(ifname=SID_VRF):
         ip.link("add", ifname=SID_VRF, kind="vrf", vrf_table=table)
         quiet_up(ip, ip.link_lookup(ifname=SID_VRF)[0])
-    if netns_path:
-        write_sysctls(netns_path, {VRF_STRICT: "1"})
-    else:
-        Path("/proc/sys", *VRF_STRICT.split(".")).write_text("1")
+    strict_mode(netns_path)
 
 
 def encap_source(netns_path: str | None) -> IPv6Address:

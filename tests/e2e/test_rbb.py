@@ -18,6 +18,7 @@ import pytest
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
 
 from harness.agent.client import ask
+from harness.kernel import has
 from harness.testing import plan_from
 from harness.testing.capture import capture, towards
 from harness.testing.load import WakeupLateness
@@ -144,6 +145,11 @@ def test_labctl_srv6_shows_the_routers_and_the_policy_in_use(lab) -> None:
     from harness.cli.srv6 import collect
     routers = collect(lab)
     assert sorted(routers) == ["bb1", "bb2", "bb3", "bb4"]
+    # the kernel's own SRv6 wherever it can do every behaviour (End.DT4 needs VRF), else the
+    # engine, saying why
+    kernel = all(has(f) for f in ("seg6", "seg6local", "vrf"))
+    assert {name: r["path"].split(":")[0] for name, r in routers.items()} == dict.fromkeys(
+        routers, "kernel seg6" if kernel else "userspace (fl-srv6)"), routers
     bb1 = routers["bb1"]
     assert {s.sid for s in lab.plan.node("bb1").sids} == set(bb1["sids"])
     assert [p["active"] for p in bb1["te"]] == [p.path.hops for p in lab.plan.srv6.policies]
