@@ -115,10 +115,12 @@ class KernelSeg6:
 
     @staticmethod
     def _sid_device(ip: Any) -> int:
-        """The device SIDs without a next hop are routed on. Not lo: the kernel makes a route
-        via the loopback a reject route, which drops what End and End.DT6 should process;
-        not a port either, whose routes go when its link does. A veth pair of the switch's
-        own, always up (dummy devices are not in every kernel)."""
+        """The device every SID is routed on. Not lo: the kernel makes a route via the
+        loopback a reject route, which drops what End and End.DT6 should process; not a port
+        either, even for End.X: the kernel deletes a port's routes when it goes down and never
+        puts them back (an End.X would stay lost after its link returned), and End.X finds its
+        port by looking its next hop up anyway. A veth pair of the switch's own, always up
+        (dummy devices are not in every kernel)."""
         found = ip.link_lookup(ifname=SID_DEVICE)
         if not found:
             ip.link("add", ifname=SID_DEVICE, kind="veth", peer=f"{SID_DEVICE}p")
@@ -158,17 +160,15 @@ class KernelSeg6:
                 return Status.SUCCESS
             encap: dict[str, Any] = {"type": "seg6local",
                                      "action": _BEHAVIOR[entry.endpoint_behavior]}
-            if hop is not None:
+            if hop is not None:  # the kernel looks the next hop up itself (the port's route)
                 encap["nh4" if hop.ip.version == 4 else "nh6"] = str(hop.ip)
-            else:
-                oif = self._sid_device(ip)
             if entry.endpoint_behavior.endswith("_DT6"):
                 encap["table"] = self.table
             elif looks_up(entry.endpoint_behavior):
                 lookup_vrf(ip, self.netns_path, self.table)
                 encap["vrf_table"] = self.table
-            ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI, oif=oif,
-                     encap=encap)
+            ip.route("replace", dst=f"{sid}/128", table=self.table, proto=RTPROT_SAI,
+                     oif=self._sid_device(ip), encap=encap)
         return Status.SUCCESS
 
 

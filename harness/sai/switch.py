@@ -459,7 +459,9 @@ class SaiSwitch:
 
     def _adopt_srv6(self, found: Discovery, by_handle: dict[int, int]) -> int:
         """SID lists with the next hops into them, then my-SID entries (an End.X's or
-        End.DX*'s next hop is an adopted IP next hop, found by address and port)."""
+        End.DX*'s next hop is an adopted IP next hop, found by address and port, or by
+        address alone where the SID is not on a port: the kernel path's are on a device of
+        their own)."""
         adopted = 0
         for handle, listed in found.sid_lists.items():
             rif = self.router_interface_of_lane(listed.lane)
@@ -476,10 +478,13 @@ class SaiSwitch:
         for sid, (behavior, crosses_to) in found.my_sids.items():
             hop = NULL_OID
             if crosses_to is not None:
-                rif = self.router_interface_of_lane(crosses_to[1])
-                hop = hops.get((ip_address(crosses_to[0]), rif), NULL_OID)
-                if hop == NULL_OID:
+                address, rif = ip_address(crosses_to[0]), self.router_interface_of_lane(
+                    crosses_to[1])
+                matching = [oid for (ip, on), oid in hops.items()
+                            if ip == address and rif in (None, on)]
+                if len(matching) != 1:
                     continue
+                hop = matching[0]
             entry = MySidEntry(endpoint_behavior=behavior, next_hop_id=hop,
                                vrf=self.default_vr if looks_up(behavior) else NULL_OID)
             key = MySidKey(self.default_vr, IPv6Address(sid))

@@ -135,10 +135,28 @@ class Chain:
     path: str
     directory: Path
 
+    def port_back(self, node: str, iface: str) -> None:
+        """Bring a port up again with what the kernel deleted when it went down, as a lab's
+        zebra puts it back: its addresses and the node's routes in the SAI table."""
+        ns = self.names[node]
+        sh(ns, "ip", "link", "set", "dev", iface, "up")
+        for end, end_iface, peer, peer_iface, mine, theirs in LINKS:
+            for address in (mine if (end, end_iface) == (node, iface) else
+                            theirs if (peer, peer_iface) == (node, iface) else []):
+                sh(ns, "ip", "addr", "replace", address, "dev", iface,
+                   *(["nodad"] if ":" in address else []))
+        _routes(ns, node, "replace")
+
     def restart(self, node: str) -> Switch:
         """A new switch over `node`'s kernel (and engine), as a restarted agent makes."""
         return Switch(self.names[node], self.directory / node, str(built(srv6_engine.ENGINE)),
                       self.path, warm=True)
+
+
+def _routes(ns: str, node: str, verb: str) -> None:
+    for route in ROUTES[node]:
+        family = "-4" if "." in route.split()[0] else "-6"
+        sh(ns, "ip", family, "route", verb, *route.split(), "table", str(SAI_TABLE))
 
 
 @contextlib.contextmanager
@@ -173,9 +191,7 @@ def chain(path: str, directory: Path) -> Iterator[Chain]:
             sh(ns, "ip", "addr", "add", f"{LOOPBACK[node]}/128", "dev", "lo")
             sh(ns, "ip", "rule", "add", "pref", "1000", "lookup", str(SAI_TABLE))
             sh(ns, "ip", "-6", "rule", "add", "pref", "1000", "lookup", str(SAI_TABLE))
-            for route in ROUTES[node]:
-                family = "-4" if "." in route.split()[0] else "-6"
-                sh(ns, "ip", family, "route", "add", *route.split(), "table", str(SAI_TABLE))
+            _routes(ns, node, "add")
         program = str(built(srv6_engine.ENGINE))
         switches = {node: Switch(names[node], directory / node, program, path)
                     for node in ("r1", "r2", "r3")}

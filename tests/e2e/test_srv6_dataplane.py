@@ -161,6 +161,19 @@ def test_the_engine_counts_and_a_removed_sid_stops_the_path(chain: Chain,
         assert TO_R3_V6[0] not in r2.show().sids
 
 
+def test_an_end_x_crosses_its_port_again_once_the_port_is_back(chain: Chain) -> None:
+    """The kernel deletes a port's routes when it goes down and never restores them; an
+    ASIC keeps its SIDs. With the port up and its routes back (zebra's part in a lab), r2's
+    End.X crosses it again."""
+    ping = ["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", "fd00:b::2"]
+    assert " 0% packet loss" in sh(chain.names["ha"], *ping, check=False)
+    sh(chain.names["r2"], "ip", "link", "set", "dev", "b", "down")
+    assert " 100% packet loss" in sh(chain.names["ha"], *ping, check=False)
+    chain.port_back("r2", "b")
+    out = sh(chain.names["ha"], *ping, check=False)
+    assert " 0% packet loss" in out, out
+
+
 def srv6_objects(sai) -> dict[str, list]:
     """A switch's SRv6 state by content: SID lists, and my-SIDs with where they cross to."""
     hops = sai.objects(T.NEXT_HOP)
