@@ -11,6 +11,7 @@ import contextlib
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -76,8 +77,18 @@ def _probe(name: str) -> Feature:
         return Feature(name, True, "works")
 
 
-@cache
+_PROBING = threading.Lock()
+
+
 def feature(name: str) -> Feature:
+    """Probed once per process, however many threads ask at once (docker creates its nodes
+    eight at a time: their first asks raced for the same scratch namespace)."""
+    with _PROBING:
+        return _probed(name)
+
+
+@cache
+def _probed(name: str) -> Feature:
     return _probe(name)
 
 
