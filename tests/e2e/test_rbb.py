@@ -109,8 +109,11 @@ def test_a_failed_link_moves_the_policy_to_its_fallback_within_the_probes_time(
 def test_the_policy_returns_to_its_path_once_probes_come_back(lab, faults) -> None:
     """Revertive. With the link back, bb2 resolves bb3 again for its End.X: at once, or one ND
     retransmission later when the first solicitation is lost as the link returns (RFC 4861's
-    RetransTimer, bb2's own setting). From the first probe back, `misses` in a row and the
-    tick that sees them."""
+    RetransTimer, bb2's own setting, which Linux runs on its timer wheel: a timer that long
+    fires up to an eighth of its length late, the wheel's granularity there). A lost
+    solicitation left before both ends were up, so its retransmission is due within that long
+    after they are: the time counts from there. From the first probe back, `misses` in a row
+    and the tick that sees them."""
     srv6 = lab.plan.srv6
     interval_ms = srv6.probe_interval_us / 1000
     name = "v6-c1-to-c2"
@@ -124,7 +127,7 @@ def test_the_policy_returns_to_its_path_once_probes_come_back(lab, faults) -> No
         time.sleep(0.01)
     with WakeupLateness() as load:
         received = te(lab, name)["paths"][0]["received"]
-        faults.undo(fault)
+        faults.undo(fault)  # both ends are up when it returns
         started, first_back = time.monotonic(), None
         while time.monotonic() - started < 5:
             state = te(lab, name)
@@ -137,7 +140,7 @@ def test_the_policy_returns_to_its_path_once_probes_come_back(lab, faults) -> No
     assert te(lab, name)["active"] == primary.hops
     assert first_back is not None
     resolved_ms, steered_ms = (first_back - started) * 1000, (back - first_back) * 1000
-    assert resolved_ms <= retrans_ms + 2 * interval_ms + 3 * load.max_ms, resolved_ms
+    assert resolved_ms <= retrans_ms * 9 / 8 + 2 * interval_ms + 3 * load.max_ms, resolved_ms
     assert steered_ms <= (srv6.probe_misses + 1) * interval_ms + 3 * load.max_ms, steered_ms
 
 
