@@ -79,6 +79,12 @@ static const unsigned char ENGINE_MAC[6] = {0x02, 0x53, 0x36, 0xff, 0xff, 0xff};
 enum behavior { END, END_X, END_DT6, END_DT4, END_DT46, END_DX6, END_DX4, BEHAVIORS };
 static const char *BEHAVIOR[BEHAVIORS] = {"End", "End.X", "End.DT6", "End.DT4", "End.DT46",
                                           "End.DX6", "End.DX4"};
+/* The inner packets each decapsulation takes; the End.DT* hand theirs to the kernel's lookup. */
+enum { TAKES_V4 = 1, TAKES_V6 = 2 };
+static const int TAKES[BEHAVIORS] = {[END_DT6] = TAKES_V6, [END_DT4] = TAKES_V4,
+                                     [END_DT46] = TAKES_V4 | TAKES_V6, [END_DX6] = TAKES_V6,
+                                     [END_DX4] = TAKES_V4};
+static const int LOOKS_UP[BEHAVIORS] = {[END_DT6] = 1, [END_DT4] = 1, [END_DT46] = 1};
 enum mode { ENCAP, ENCAP_RED, INLINE, MODES };
 static const char *MODE[MODES] = {"encap", "encap.red", "inline"};
 
@@ -439,15 +445,13 @@ static void decapsulate(struct sid *s, unsigned char *ip, uint32_t len)
         inner = srh[0];
         offset += SRH_FIXED + 8u * srh[1];
     }
-    int v4 = s->behavior == END_DX4 || s->behavior == END_DT4;
-    int ok = s->behavior == END_DT46 ? inner == NH_IPV4 || inner == NH_IPV6
-                                     : inner == (v4 ? NH_IPV4 : NH_IPV6);
-    if (!ok || len <= offset) {
+    int family = inner == NH_IPV4 ? TAKES_V4 : inner == NH_IPV6 ? TAKES_V6 : 0;
+    if (!(TAKES[s->behavior] & family) || len <= offset) {
         s->c.drops[WRONG_PAYLOAD]++;
         return;
     }
-    uint16_t ethertype = inner == NH_IPV4 ? ETHERTYPE_IP : ETHERTYPE_IPV6;
-    if (s->behavior == END_DT6 || s->behavior == END_DT4 || s->behavior == END_DT46) {
+    uint16_t ethertype = family == TAKES_V4 ? ETHERTYPE_IP : ETHERTYPE_IPV6;
+    if (LOOKS_UP[s->behavior]) {
         to_kernel(ip + offset, len - offset, ethertype, &s->c);   /* the kernel forwards it */
     } else if (forward_inner(s, ip + offset, ethertype) == 0) {
         to_adjacency(s, ip + offset, len - offset, ethertype);
