@@ -23,6 +23,7 @@ from harness.errors import LabError
 from harness.linux.journal import Journal
 from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
+from harness.nodes.router_id import router_ids
 from harness.nodes.vty import vty_show
 from harness.paths import (
     FRR_RUN,
@@ -139,6 +140,11 @@ class Frr:
                 stale.unlink()
 
     @property
+    def identity_file(self) -> Path:
+        """The router IDs of the config a start applies, applied before it."""
+        return self.run_dir / "router-ids.conf"
+
+    @property
     def refused_file(self) -> Path:
         """Lines of a user's config that FRR refused, as vtysh reported them."""
         return self.workdir / "refused.txt"
@@ -185,9 +191,10 @@ class Frr:
         is a `docker exec`, some 60 ms of runc's CPU, and a node took six. FRR gets its
         directories (as the node's own frr user: an image's may have another uid than the
         host's), zebra starts first and the others once its zserv socket is there (they
-        connect to it), then vtysh applies `config` when every daemon's vty answers. A step
-        that fails exits START_FAILED with the reason on stderr; vtysh's own output, refused
-        lines included, is the command's stdout."""
+        connect to it), then vtysh applies `config` when every daemon's vty answers, its
+        router IDs first (router_id.py says why). A step that fails exits START_FAILED with
+        the reason on stderr; vtysh's own output, refused lines included, is the command's
+        stdout."""
         dirs = [self.run_dir, self.log_dir, *([self.bfd_dir] if self.bfd_dir else [])]
         polls = round(self.start_timeout / POLL_S)
         steps = [f'fail() {{ echo "$*" >&2; exit {START_FAILED}; }}',
@@ -205,6 +212,11 @@ class Frr:
                 steps.append(f"wait_for {shlex.quote(str(self.run_dir / 'zserv.api'))}")
         steps += [f"wait_for {shlex.quote(str(self.run_dir / f'{d}.vty'))}"
                   for d in self.daemons]
+        ids = router_ids(config.read_text())
+        if ids:  # what it refuses, the whole config's pass refuses and reports
+            self.identity_file.write_text(ids)
+            steps.append(f"{shlex.join(self.vtysh_argv('-f', str(self.identity_file)))} "
+                         ">/dev/null 2>&1")
         steps.append(f"exec {shlex.join(self.vtysh_argv('-f', str(config)))} 2>&1")
         return "\n".join(steps)
 

@@ -90,6 +90,17 @@ def test_zebra_first_the_others_once_its_socket_is_there_then_vtysh(frr: Frr) ->
     assert frr.refused() == []
 
 
+def test_the_configs_router_ids_go_first_and_only_the_whole_configs_output_counts(
+        frr: Frr) -> None:
+    frr.prepare("interface eth1\n ip ospf area 0\nrouter ospf\n ospf router-id 3.3.3.3\n")
+    frr.node.runtime.env["FAKE_VTYSH_RC"] = "1"  # type: ignore[attr-defined]
+    frr.start(Journal(frr.workdir / "journal"), strict=False)
+    ids, whole = calls(frr)[-2:]
+    assert ids.endswith(f"-f {frr.identity_file}") and whole.endswith(f"-f {frr.config_file}")
+    assert frr.identity_file.read_text() == "router ospf\n ospf router-id 3.3.3.3\nexit\n"
+    assert frr.refused() == ["line 2: % Unknown command: frobnicate"]  # once, not twice
+
+
 def test_a_daemon_that_fails_stops_the_start_and_says_which(frr: Frr) -> None:
     frr.node.runtime.env["FAKE_FAIL"] = "bgpd"  # type: ignore[attr-defined]
     with pytest.raises(LabError, match=r"r1: bgpd: bad option\nbgpd failed to start"):
