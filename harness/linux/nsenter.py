@@ -67,8 +67,17 @@ def call_in_netns(netns_path: str, fn: Callable[[], T]) -> T:
 
 
 def _write_sysctls_here(values: dict[str, str]) -> None:
+    """A key already at its value is left alone: inside a container /proc/sys is read-only,
+    and its runtime set there at creation what the node needs."""
     for key, value in values.items():
-        with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+        path = "/proc/sys/" + key.replace(".", "/")
+        try:  # opening it for writing fails on a read-only /proc/sys
+            with open(path) as f:
+                if f.read().strip() == value:
+                    continue
+        except PermissionError:  # a key that only takes writes (net.ipv4.route.flush)
+            pass
+        with open(path, "w") as f:
             f.write(value)
 
 
@@ -90,8 +99,12 @@ def netlink(netns_path: str | None = None) -> IPRoute:
     return IPRoute(fileno=rtnl_socket(netns_path).detach()) if netns_path else IPRoute()
 
 
-def write_sysctls(netns_path: str, values: dict[str, str]) -> None:
-    call_in_netns(netns_path, lambda: _write_sysctls_here(values))
+def write_sysctls(netns_path: str | None, values: dict[str, str]) -> None:
+    """Write `values` in the given namespace (None: this thread's)."""
+    if netns_path:
+        call_in_netns(netns_path, lambda: _write_sysctls_here(values))
+    else:
+        _write_sysctls_here(values)
 
 
 def create_netns(name: str) -> str:
