@@ -41,7 +41,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 # The C programs. Each build writes a temporary file of its own: on a fresh checkout, labs or
-# tests starting at once all run these rules (harness/build.py), and a shared one raced.
+# tests starting at once all run these rules (harness/core/build.py), and a shared one raced.
 
 # The userspace impairment engine; harness/links/impair/engine.py runs this rule on demand too.
 build/fl-impair: harness/links/impair/fl_impair.c
@@ -58,8 +58,8 @@ build/fl-probe: harness/spray/fl_probe.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
-# The SAI dataplane's SRv6 path where the kernel has no seg6 (harness/sai/srv6_engine.py).
-build/fl-srv6: harness/sai/fl_srv6.c
+# The SAI dataplane's SRv6 path where the kernel has no seg6 (harness/nodes/switch/sai/srv6_engine.py).
+build/fl-srv6: harness/nodes/switch/sai/fl_srv6.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 

@@ -28,13 +28,12 @@ import time
 from pathlib import Path
 
 from harness.cli.headroom import measure as measure_cables
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import wait_until
+from harness.deploy.lab import Lab, deploy, destroy_lab
 from harness.faults.links import flap_bundle
-from harness.lab import Lab, destroy_lab
 from harness.links import impair
-from harness.sai.headroom import for_km
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.nodes.switch.sai.headroom import for_km
 from harness.topology.plan import Endpoint, Impairment, Lossless
 from harness.topology.schema import Role
 from harness.traffic.burst import lossless_burst
@@ -108,11 +107,10 @@ def reuse(lab: Lab) -> None:
     forecast = re.search(rf"{re.escape(prefix)}\s+\S+\s+(\d\d:\d\d:\d\d)", listing)
     print(f"damping {damping}: {prefix} suppressed at r1-bag1; FRR forecasts reuse in "
           f"{forecast.group(1) if forecast else '?'}")
-    deadline = flapped + damping.max_suppress * 60 + 120
-    while prefix in lab.frr("r1-bag1").vtysh("show bgp ipv4 unicast dampening dampened-paths"):
-        if time.monotonic() > deadline:
-            raise LabError(f"{prefix} still suppressed past max-suppress")
-        time.sleep(10)
+    wait_until(lambda: prefix not in lab.frr("r1-bag1").vtysh(
+        "show bgp ipv4 unicast dampening dampened-paths"),
+        flapped + damping.max_suppress * 60 + 120 - time.monotonic(),
+        lambda _: LabError(f"{prefix} still suppressed past max-suppress"), every=10)
     print(f"  reused after {(time.monotonic() - flapped) / 60:.1f} min "
           f"(max-suppress {damping.max_suppress} min)")
 
@@ -127,10 +125,9 @@ def main() -> int:
     if args.lab:
         lab = Lab.open(args.lab)
     else:
-        plan = augment(load_file(ROOT / "topologies" / "bag-mini.yml"), "benchbag")
-        destroy_lab(plan.name)
-        lab, started = Lab(plan), time.monotonic()
-        lab.deploy(timeout=240)
+        destroy_lab("benchbag")
+        started = time.monotonic()
+        lab = deploy(ROOT / "topologies" / "bag-mini.yml", name="benchbag", timeout=240)
         print(f"bag-mini deployed and converged in {time.monotonic() - started:.0f} s")
     try:
         lossless(lab)

@@ -32,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.errors import LabError  # noqa: E402
-from harness.lab import Lab, destroy_lab  # noqa: E402
+from harness.core.errors import LabError  # noqa: E402
+from harness.deploy.lab import Lab, destroy_lab  # noqa: E402
 from harness.linux import scratch  # noqa: E402
 from harness.linux.cpu import TICK, cpu_s  # noqa: E402
 from harness.linux.nsenter import list_netns  # noqa: E402
@@ -41,8 +41,7 @@ from harness.linux.scratch import scratch_name  # noqa: E402
 from harness.runtime import docker_engine, images  # noqa: E402
 from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
 from harness.testing.footprint import command, memory_mib  # noqa: E402
-from harness.topology.augment import augment  # noqa: E402
-from harness.topology.loader import load_file  # noqa: E402
+from harness.topology.pipeline import plan_from_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402
 
 # As the mininet runtime builds it (harness/runtime/mininet_net.py): Mininet told its init
@@ -259,7 +258,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="fl-bench-"))
     topology = workdir / "bench.yml"
     topology.write_text(clos_yaml(args.spines, args.leaves, args.hosts_per_leaf))
-    plan = augment(load_file(topology))
+    plan = plan_from_file(topology)
     print(f"topology: {len(plan.nodes)} nodes, {len(plan.links)} links "
           f"({2 * len(plan.links)} addressed interfaces), {args.rounds} rounds, median shown")
     results: dict[str, list[float]] = {"netns": [], "docker": [], "docker-floor": [],

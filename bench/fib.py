@@ -34,15 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
-from harness.lab import Lab, destroy_lab
+from harness.core.paths import netns_name
+from harness.core.stats import spread
+from harness.deploy.lab import Lab, deploy, destroy_lab
 from harness.linux.cpu import cpu_s
 from harness.linux.nsenter import rtnl_socket
-from harness.paths import netns_name
-from harness.sai.kernel import RTPROT_SAI
-from harness.sai.netlink import RTM_NEWROUTE
-from harness.stats import spread
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.linux.rtnl_messages import RTM_NEWROUTE
+from harness.nodes.switch.sai.kernel import RTPROT_SAI
 
 NAME = "saibench"
 TOPOLOGY = f"""
@@ -177,8 +175,7 @@ def one_run(routes: int, keep: bool) -> tuple[Measured, Measured]:
     with tempfile.NamedTemporaryFile("w", suffix=".yml") as topo:
         topo.write(TOPOLOGY)
         topo.flush()
-        lab = Lab(augment(load_file(topo.name)))
-    lab.deploy(timeout=180)
+        lab = deploy(topo.name, timeout=180)
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:  # loading is not what is measured
             list(pool.map(lambda n: load_routes(lab, n, routes, gateway(lab, n)),

@@ -34,15 +34,15 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.converge import wait_converged
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir
+from harness.core.stats import percentile
+from harness.deploy.converge import wait_converged
+from harness.deploy.lab import Lab, destroy_lab
 from harness.deploy.stages import Progress
-from harness.errors import LabError
 from harness.faults import Faults
-from harness.kernel import neighbour_limit_raised
-from harness.lab import Lab, destroy_lab
-from harness.paths import lab_dir
+from harness.linux.features import neighbour_limit_raised
 from harness.spray.control import LOG_FILE, probe_timing, read_spray, spraying_hosts, wait_spray
-from harness.stats import percentile
 from harness.testing import plan_from
 from harness.testing.footprint import footprint, memory_mib
 from harness.testing.load import busy_cpus

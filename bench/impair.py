@@ -18,15 +18,13 @@ import json
 import subprocess
 import time
 
-from harness.build import REPO
-from harness.lab import Lab
+from harness.core.build import REPO
+from harness.core.stats import spread
+from harness.deploy.lab import Lab, deploy
 from harness.links import impair
 from harness.links.impair import engine
 from harness.links.impair.backend import select_backend
-from harness.stats import spread
-from harness.topology.augment import augment
 from harness.topology.fibre import one_way_delay_us
-from harness.topology.loader import load_file
 from harness.topology.plan import Endpoint, Impairment
 from harness.traffic.analysis import FlowResult
 from harness.traffic.flow import run_flow
@@ -129,8 +127,7 @@ def throughput_rows(lab: Lab, address: str) -> None:
 
 
 def main() -> None:
-    lab = Lab(augment(load_file(REPO / "topologies" / "pair.yml"), "impbench"))
-    lab.deploy()  # FRR routes the loopbacks the flows run between
+    lab = deploy(REPO / "topologies" / "pair.yml", name="impbench")  # FRR routes the loopbacks
     try:
         address = lab.plan.node("r2").interfaces[0].ipv4.split("/")[0]
         print(f"impairment path: {select_backend().name}")

@@ -22,18 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.build import REPO
-from harness.converge import wait_converged
+from harness.core.build import REPO
+from harness.core.errors import FabricLabError
+from harness.deploy.converge import wait_converged
+from harness.deploy.lab import Lab, destroy_lab
 from harness.deploy.stages import Progress
-from harness.errors import FabricLabError
 from harness.faults import Faults, evidence
-from harness.kernel import neighbour_room
-from harness.lab import Lab, destroy_lab
+from harness.linux.features import neighbour_room
 from harness.spray.control import spraying_hosts, wait_spray
 from harness.testing.junit import Case, write_suite
 from harness.testing.report import fault_records
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.topology.schema import Role
 from harness.traffic.flow import run_flow
 from harness.validation.checks import judge_all
@@ -110,7 +109,7 @@ def fault_round(lab: Lab, src: str, dst: str) -> tuple[list[dict[str, Any]], lis
 
 
 def one_lab(topology: Path, report: Path, raise_limits: bool) -> tuple[dict[str, Any], list[Case]]:
-    plan = augment(load_file(topology))
+    plan = plan_from_file(topology)
     name, cases = plan.name, []
     result: dict[str, Any] = {"lab": name, "topology": topology.name, "nodes": len(plan.nodes)}
     room = neighbour_room(plan)

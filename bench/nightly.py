@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.build import REPO
-from harness.lab import EVIDENCE_ENV
+from harness.core.build import REPO
+from harness.deploy.lab import EVIDENCE_ENV
 from harness.testing import html
 from harness.testing.junit import Case, merge, suite
 

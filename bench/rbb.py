@@ -16,12 +16,10 @@ import argparse
 import statistics
 import time
 
-from harness.agent.client import ask
-from harness.build import REPO
+from harness.core.build import REPO
+from harness.deploy.lab import Lab, deploy
 from harness.faults.injector import Faults
-from harness.lab import Lab
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.nodes.switch.agent.client import ask
 from harness.traffic.flow import run_flow
 
 POLICY = "v6-c1-to-c2"
@@ -54,8 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    lab = Lab(augment(load_file(REPO / "topologies" / "rbb-mini.yml"), "rbbbench"))
-    lab.deploy()
+    lab = deploy(REPO / "topologies" / "rbb-mini.yml", name="rbbbench")
     try:
         srv6 = lab.plan.srv6
         assert srv6 is not None

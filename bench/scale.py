@@ -41,11 +41,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.errors import FabricLabError  # noqa: E402
+from harness.core.errors import FabricLabError  # noqa: E402
+from harness.core.wait import wait_until  # noqa: E402
+from harness.deploy.lab import Lab  # noqa: E402
 from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
-from harness.kernel import NEIGHBOUR_TABLES, neighbour_limit_raised  # noqa: E402
-from harness.lab import Lab  # noqa: E402
 from harness.linux import ksm  # noqa: E402
+from harness.linux.features import NEIGHBOUR_TABLES, neighbour_limit_raised  # noqa: E402
 from harness.nodes.bfd.offload import ENGINE  # noqa: E402
 from harness.testing.footprint import footprint, node_process  # noqa: E402
 
@@ -114,10 +115,8 @@ def wait_merged(timeout: float) -> float:
     converged (a page merges on the second scan that finds it unchanged): memory and idle CPU
     are measured as they stay, not while ksmd is still catching up."""
     start, scans = time.monotonic(), ksm.full_scans()
-    while ksm.full_scans() < scans + 2:
-        if time.monotonic() - start > timeout:
-            raise FabricLabError(f"KSM did not scan the lab's memory twice in {timeout:.0f} s")
-        time.sleep(1)
+    wait_until(lambda: ksm.full_scans() >= scans + 2, timeout, lambda _: FabricLabError(
+        f"KSM did not scan the lab's memory twice in {timeout:.0f} s"), every=1)
     return time.monotonic() - start
 
 

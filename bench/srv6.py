@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.kernel import feature, has
-from harness.sai import srv6_engine
+from harness.linux.features import feature, has
+from harness.nodes.switch.sai import srv6_engine
 from harness.testing import srv6_chain
 from harness.testing.srv6_chain import TO_R3_V6, Chain
 

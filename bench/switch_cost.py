@@ -20,8 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from harness.deploy.lab import Lab  # noqa: E402
 from harness.fabrics.fpf import SWITCH_KINDS, FpfParams, plan  # noqa: E402
-from harness.lab import Lab  # noqa: E402
 from harness.testing.footprint import footprint  # noqa: E402
 from harness.topology.schema import Role  # noqa: E402
 

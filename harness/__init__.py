@@ -4,6 +4,6 @@ Architecture, in the order a lab is built:
 topology (file -> plan) -> runtime (namespaces) -> nodes (FRR, agent, SAI) -> links -> faults.
 """
 
-from harness import pyroute2_bare
+from harness.linux import pyroute2_bare
 
 pyroute2_bare.register()

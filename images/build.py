@@ -26,11 +26,11 @@ from pathlib import Path
 import pyroute2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness.build import REPO, built
+from harness.core.build import REPO, built
 from harness.links.impair.engine import ENGINE as IMPAIR_ENGINE
 from harness.nodes.bfd.offload import ENGINE as BFD_ENGINE
+from harness.nodes.switch.sai.srv6_engine import ENGINE as SRV6_ENGINE
 from harness.runtime.images import IMAGES, REPOSITORY, source_hash
-from harness.sai.srv6_engine import ENGINE as SRV6_ENGINE
 from harness.spray.probe import ENGINE as PROBE_ENGINE
 
 SUITE = "bookworm"
@@ -92,7 +92,7 @@ def project_layer(context: Path) -> None:
     """The code nodes run (agent, sprayer, traffic), its pyroute2, and the C engines."""
     lib, bin_dir = context / "lib", context / "bin"
     shutil.copytree(REPO / "harness", lib / "harness",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.c", "templates"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.c", "*.h", "templates"))
     shutil.copytree(Path(pyroute2.__file__).parent, lib / "pyroute2",
                     ignore=shutil.ignore_patterns("__pycache__"))
     bin_dir.mkdir()

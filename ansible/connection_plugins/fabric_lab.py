@@ -35,8 +35,8 @@ class Connection(ConnectionBase):
 
     def _connect(self) -> Connection:
         if not self._connected:
-            from harness.errors import FabricLabError
-            from harness.lab import Lab
+            from harness.core.errors import FabricLabError
+            from harness.deploy.lab import Lab
 
             try:
                 self._lab = Lab.open(self.get_option("lab"))

@@ -30,7 +30,7 @@ from harness.cli import (
     validate,
 )
 from harness.cli.console import make_console
-from harness.errors import CheckFailed, FabricLabError
+from harness.core.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, sai,
                   srv6, headroom, platform, gen, ansible, exercise)

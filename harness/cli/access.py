@@ -6,8 +6,8 @@ import argparse
 
 from harness.cli.console import make_console
 from harness.cli.labref import open_lab
-from harness.errors import CheckFailed, UsageError
-from harness.lab import Lab
+from harness.core.errors import CheckFailed, UsageError
+from harness.deploy.lab import Lab
 from harness.topology.plan import LabPlan, NodePlan
 
 out = make_console()

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
-from harness.lab import Lab
+from harness.deploy.lab import Lab
 from harness.topology.loader import dump_yaml
 from harness.topology.schema import Role
 

@@ -16,14 +16,13 @@ from dataclasses import asdict
 
 from rich.table import Table
 
-from harness.build import REPO
 from harness.cli.console import make_console
-from harness.kernel import Tool, features, has, neighbour_room, tools
+from harness.core.build import REPO
+from harness.deploy.readiness import Host, Verdict, verdict
 from harness.links.impair.backend import describe_path
 from harness.linux import ksm
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
-from harness.verdict import Host, Verdict, verdict
+from harness.linux.features import Tool, features, has, neighbour_room, tools
+from harness.topology.pipeline import plan_from_file
 
 out = make_console()
 DEFAULT_LAB = "fpf-mini.yml"  # what `make lab` deploys
@@ -65,7 +64,7 @@ def verdicts(found: list[Tool]) -> list[Verdict]:
     host = Host(feature=has, tool=installed.__contains__, available_mib=ksm.mem_available_mib(),
                 can_share_memory=ksm.unsupported() is None, neighbour_problem=neighbour_room)
     files = sorted(TOPOLOGIES.glob("*.yml"), key=lambda f: (f.name != DEFAULT_LAB, f.name))
-    return [verdict(f.name, augment(load_file(f)), host) for f in files]
+    return [verdict(f.name, plan_from_file(f), host) for f in files]
 
 
 def doctor(args: argparse.Namespace) -> int:

@@ -16,12 +16,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.console import make_console
-from harness.cli.lifecycle import as_typed, deploy_drawn, require_root
-from harness.errors import CheckFailed, LabError
-from harness.lab import Lab, destroy_lab
+from harness.cli.lifecycle import as_typed, progress_bars, require_root
+from harness.core.errors import CheckFailed, LabError
+from harness.deploy.lab import Lab, deploy, destroy_lab
 from harness.runtime import RUNTIMES
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
 from harness.training.attempt import Attempt, begin, open_attempt, running
 from harness.training.checks import Result, run_checks, wait_checks
 from harness.training.exercise import Exercise, find_exercise, load_exercise, shipped
@@ -85,8 +83,9 @@ def list_exercises() -> int:
 
 
 def start(ex: Exercise, runtime: str, timeout: float) -> int:
-    lab = Lab(augment(load_file(ex.topology_file), ex.name), runtime)
-    deploy_drawn(lab, start_frr=True, timeout=timeout)
+    with progress_bars() as progress:
+        lab = deploy(ex.topology_file, name=ex.name, runtime=runtime, progress=progress,
+                     timeout=timeout)
     try:  # never half an exercise: a lab that could not be broken as told goes
         out.print(f"[bold]breaking lab {ex.name}[/] as the story tells...")
         begin(lab, ex)

@@ -7,11 +7,10 @@ from pathlib import Path
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, is_topology, open_lab
-from harness.errors import LabError, UsageError
+from harness.core.errors import LabError, UsageError
 from harness.runtime import images
-from harness.topology.augment import augment
 from harness.topology.export import export_clab, export_clabernetes
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 
 out = make_console()
 
@@ -41,7 +40,7 @@ def image_references() -> dict[str, str]:
 def export(args: argparse.Namespace) -> int:
     topology = args.topology or (args.name if args.name and is_topology(Path(args.name)) else
                                  None)
-    plan = augment(load_file(topology)) if topology else open_lab(args.name).plan
+    plan = plan_from_file(topology) if topology else open_lab(args.name).plan
     try:
         files = export_clab(plan, image_references()) if args.format == "clab" else \
             export_clabernetes(plan, image_references(), args.namespace)

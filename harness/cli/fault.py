@@ -17,12 +17,12 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.cli.labref import open_lab
 from harness.cli.lifecycle import require_root
-from harness.converge import wait_converged
-from harness.errors import LabError, UsageError
+from harness.core.errors import LabError, UsageError
+from harness.deploy.converge import wait_converged
+from harness.deploy.lab import Lab
 from harness.faults import Fault, Faults
 from harness.faults.registry import Undo
 from harness.faults.targets import select_nodes
-from harness.lab import Lab
 from harness.topology.units import parse_percent
 
 out = make_console()

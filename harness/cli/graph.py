@@ -6,10 +6,9 @@ import argparse
 from pathlib import Path
 
 from harness.cli.labref import TOPOLOGY_SUFFIXES, is_topology, open_lab
-from harness.errors import UsageError
-from harness.graph import FORMATS
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.core.errors import UsageError
+from harness.topology.drawing import FORMATS
+from harness.topology.pipeline import plan_from_file
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -25,7 +24,7 @@ def graph(args: argparse.Namespace) -> int:
     if (args.name is None) == (args.topo is None):
         raise UsageError("graph NAME|FILE, or graph -t FILE")
     source = Path(args.topo or args.name)
-    plan = augment(load_file(source)) if args.topo or source.suffix in TOPOLOGY_SUFFIXES or \
+    plan = plan_from_file(source) if args.topo or source.suffix in TOPOLOGY_SUFFIXES or \
         is_topology(source) else open_lab(args.name).plan
     text = FORMATS[args.format](plan)
     if args.output:

@@ -1,6 +1,7 @@
 """headroom: each long-haul port of a lab's SAI switches, its cable as the topology says and
-as the switch measured it (harness/agent/cable.py), the PFC headroom set from the measurement,
-and what provisioning every such port for the lab's longest cable would reserve instead."""
+as the switch measured it (harness/nodes/switch/agent/cable.py), the PFC headroom set from the
+measurement, and what provisioning every such port for the lab's longest cable would reserve
+instead."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.agent.client import ask
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
-from harness.lab import Lab
-from harness.nodes.switch import SaiKind
-from harness.sai.headroom import for_km
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
+from harness.nodes.switch.kind import SaiKind
+from harness.nodes.switch.sai.headroom import for_km
 from harness.topology.plan import Endpoint
 
 out = make_console()

@@ -11,10 +11,10 @@ from rich.text import Text
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
-from harness.errors import UsageError
+from harness.core.errors import UsageError
+from harness.deploy.lab import Lab, lab_names
 from harness.faults import registry
-from harness.lab import Lab, lab_names
-from harness.status import lab_status
+from harness.nodes.columns import lab_status
 
 out = make_console()
 _STATE_STYLE = {"running": "green", "degraded": "yellow", "down": "red"}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.errors import LabError
-from harness.lab import Lab, lab_names
-from harness.paths import LAB_NAME_RULE, is_lab_name
+from harness.core.errors import LabError
+from harness.core.paths import LAB_NAME_RULE, is_lab_name
+from harness.deploy.lab import Lab, lab_names
 from harness.topology.loader import load_file, topology_in
 
 TOPOLOGY_SUFFIXES = (".yml", ".yaml")

@@ -6,6 +6,8 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.markup import escape
@@ -13,17 +15,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, is_topology, lab_name, open_lab
-from harness.converge import Convergence
+from harness.core.errors import LabError, UsageError
+from harness.deploy.converge import Convergence
+from harness.deploy.lab import Lab, destroy_lab, lab_names, plan_of, release_host_settings
+from harness.deploy.lab import deploy as deploy_lab
 from harness.deploy.stages import Progress as DeployProgress
-from harness.errors import LabError, UsageError
-from harness.lab import Lab, destroy_lab, lab_names, plan_of, release_host_settings
 from harness.linux import ksm, scratch
 from harness.nodes.frr import frr_version
 from harness.runtime import RUNTIMES
 from harness.runtime.mininet import MininetRuntime
-from harness.spray.control import probe_timing, spraying_hosts
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 from harness.topology.schema import Role
 
@@ -92,9 +93,9 @@ def require_root() -> None:
         raise LabError("labctl needs root to create namespaces; run it with sudo")
 
 
-def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float,
-                 raise_neighbour_limits: bool = False) -> Convergence | None:
-    """Deploy with a progress bar per stage."""
+@contextmanager
+def progress_bars() -> Iterator[DeployProgress]:
+    """A deploy's progress drawn: a bar per stage, notes printed above the bars."""
     columns = (TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[detail]}"), TimeElapsedColumn())
     with Progress(*columns, console=out, transient=False) as bar:
@@ -105,35 +106,33 @@ def deploy_drawn(lab: Lab, *, start_frr: bool, timeout: float,
                 bar.update(task[-1], completed=bar.tasks[task[-1]].total)
             task.append(bar.add_task(name, total=total, detail=""))
 
-        def converge(conv) -> None:
+        def converge(conv: Convergence) -> None:
             bar.update(task[-1], completed=conv.sessions_up + conv.neighbours_up,
                        detail=f"routes {conv.routes_present}/{conv.routes_total}")
 
-        return lab.deploy(DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge),
-                          start_frr=start_frr, timeout=timeout,
-                          raise_neighbour_limits=raise_neighbour_limits)
+        def note(text: str, caution: bool) -> None:
+            out.print(f"{'[yellow]note:[/] ' if caution else ''}{escape(text)}",
+                      soft_wrap=True)
+
+        yield DeployProgress(stage, lambda n: bar.advance(task[-1], n), converge, note)
 
 
 def deploy(args: argparse.Namespace) -> int:
     require_root()
-    node_filter = args.node_filter.split(",") if args.node_filter else None
-    plan = augment(load_file(topology_file(args)), args.name, node_filter)
-    lab = Lab(plan, args.runtime, args.share_memory)
-    for note in grouped_notes(lab.plan):  # before the bars: what was not taken as it is
-        out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
-    if schedule := probe_timing(plan):  # a trade-off when stretched: said up front
-        out.print(f"{'[yellow]note:[/] ' if schedule.stretched else ''}"
-                  f"{escape(schedule.describe(len(spraying_hosts(plan))))}", soft_wrap=True)
-    conv = deploy_drawn(lab, start_frr=not args.no_frr, timeout=args.timeout,
-                        raise_neighbour_limits=args.raise_neighbour_limits)
+    with progress_bars() as progress:
+        lab = deploy_lab(topology_file(args), name=args.name, node_filter=node_filter(args),
+                         runtime=args.runtime, share_memory=args.share_memory,
+                         progress=progress, start=not args.no_frr, timeout=args.timeout,
+                         raise_neighbour_limits=args.raise_neighbour_limits)
+    plan = lab.plan
     for change in lab.host_changes:
         out.print(f"[yellow]host:[/] raised {change} (the host's value comes back when the last "
                   "lab that raised it is destroyed)", highlight=False, soft_wrap=True)
     from harness.cli.inspect import print_inspect
     print_inspect(lab)
     report_refused(lab)
-    if conv is not None:
-        out.print(f"[green]lab {plan.name} is up[/]: {conv.summary()}.")
+    if lab.convergence is not None:
+        out.print(f"[green]lab {plan.name} is up[/]: {lab.convergence.summary()}.")
     me = as_typed()
     routers = [n for n in plan.nodes if n.runs_frr] or plan.nodes
     hosts = [n for n in plan.nodes if n.role is Role.host] or routers
@@ -146,16 +145,8 @@ def deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def grouped_notes(plan: LabPlan) -> list[str]:
-    """`NODE: message` notes said once per message, with the nodes it is about."""
-    nodes = {n.name for n in plan.nodes}
-    by_message: dict[str, list[str]] = {}
-    for note in plan.notes:
-        node, sep, message = note.partition(": ")
-        key, who = (message, node) if sep and node in nodes else (note, "")
-        by_message.setdefault(key, []).extend([who] if who else [])
-    return [f"{', '.join(who)}: {message}" if who else message
-            for message, who in by_message.items()]
+def node_filter(args: argparse.Namespace) -> list[str] | None:
+    return args.node_filter.split(",") if args.node_filter else None
 
 
 def report_refused(lab: Lab) -> None:
@@ -181,13 +172,13 @@ def topology_file(args: argparse.Namespace) -> str:
 def mininet(args: argparse.Namespace) -> int:
     """Like `mn`: the network lives as long as its CLI (commands can come from a pipe)."""
     require_root()
-    node_filter = args.node_filter.split(",") if args.node_filter else None
-    lab = Lab(augment(load_file(topology_file(args)), args.name, node_filter), "mininet",
+    lab = Lab(plan_from_file(topology_file(args), args.name, node_filter(args)), "mininet",
               args.share_memory)
     assert isinstance(lab.runtime, MininetRuntime)
-    lab.runtime.cli = True
+    lab.runtime.cli = True  # set before the deploy: Mininet keeps its CLI's terminal
     try:
-        deploy_drawn(lab, start_frr=True, timeout=args.timeout)
+        with progress_bars() as progress:
+            lab.deploy(progress, timeout=args.timeout)
         out.print(f"lab {lab.plan.name} is up; Mininet's CLI follows (`r1 ping r2`, `nodes`, "
                   f"`exit`); `{as_typed()} vtysh {lab.plan.name}/NODE` from another shell")
         return lab.runtime.run_cli(lab.plan)
@@ -256,7 +247,7 @@ def remove_saved_configs(name: str, plan: LabPlan | None, given: str | None) -> 
             out.print(f"{name}: no saved configs known (the lab is gone); give its topology "
                       "file to clean up beside it")
             return
-        plan = augment(load_file(given), name)
+        plan = plan_from_file(given, name)
     folder = saved_configs(plan)
     if not folder.is_dir():
         return

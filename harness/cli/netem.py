@@ -15,8 +15,8 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.cli.labref import open_lab
 from harness.cli.lifecycle import require_root
-from harness.errors import LabError
-from harness.lab import Lab, lab_names, plan_of
+from harness.core.errors import LabError
+from harness.deploy.lab import Lab, lab_names, plan_of
 from harness.links import impair
 from harness.topology.plan import Endpoint, Impairment
 from harness.topology.units import (

@@ -13,9 +13,9 @@ from rich.table import Table
 
 from harness.cli.console import make_console
 from harness.cli.sai import sai_switch
-from harness.nodes.switch import restart_agent
-from harness.platform.lifecycle import platform_request
-from harness.platform.model import FIRMWARE
+from harness.nodes.switch.kind import restart_agent
+from harness.nodes.switch.platform.lifecycle import platform_request
+from harness.nodes.switch.platform.model import FIRMWARE
 
 out = make_console()
 WARM = "sai-sdk"  # the firmware the agent runs: flashing it restarts the agent, warm

@@ -2,7 +2,8 @@
 
 `labctl sai [LAB/]NODE dump|counters|trace|status|fault|restart|apply|config`. Everything
 goes through the node's agent control socket. `apply` makes the switch hold its configuration
-document (NODE_DIR/sai-config.json, harness/agent/config.py); `--dry-run` shows the diff.
+document (NODE_DIR/sai-config.json, harness/nodes/switch/agent/config.py); `--dry-run` shows the
+diff.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.agent.client import ask
 from harness.cli.access import lab_and_node
 from harness.cli.console import make_console
-from harness.errors import LabError
-from harness.lab import Lab
-from harness.nodes.switch import SaiKind, restart_agent
-from harness.sai.capacity import TABLES
-from harness.sai.faults import APIS
-from harness.sai.status import Status
-from harness.sai.types import ObjectType
+from harness.core.errors import LabError
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
+from harness.nodes.switch.kind import SaiKind, restart_agent
+from harness.nodes.switch.sai.capacity import TABLES
+from harness.nodes.switch.sai.faults import APIS
+from harness.nodes.switch.sai.status import Status
+from harness.nodes.switch.sai.types import ObjectType
 
 out = make_console()
 

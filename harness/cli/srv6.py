@@ -10,12 +10,12 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.agent.client import ask
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
-from harness.errors import LabError
-from harness.lab import Lab
-from harness.topology.render_sai import path_key
+from harness.core.errors import LabError
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
+from harness.nodes.switch.render import path_key
 
 out = make_console()
 

@@ -15,11 +15,10 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.cli.labref import open_lab
 from harness.cli.lifecycle import require_root
-from harness.errors import CheckFailed, UsageError
+from harness.core.errors import CheckFailed, UsageError
 from harness.fabrics.scaleup import nonblocking
-from harness.kernel import neighbour_room
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.linux.features import neighbour_room
+from harness.topology.pipeline import plan_from_file
 from harness.topology.schema import Role
 from harness.topology.units import format_bytes
 from harness.validation.checks import Verdict, judge_all
@@ -42,7 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def check_topology(path: str) -> int:
-    plan = augment(load_file(path))
+    plan = plan_from_file(path)
     kinds = Counter(n.kind.value for n in plan.nodes)
     out.print(f"{path}: valid: lab {plan.name}, {len(plan.nodes)} nodes "
               f"({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}), "

@@ -12,10 +12,11 @@ Measured: 504 nodes started without this ran the host down to 434 MiB free.
 
 from __future__ import annotations
 
+import math
 import threading
-import time
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import wait_until
 from harness.linux import ksm
 from harness.topology.plan import LabPlan, NodePlan
 
@@ -41,13 +42,21 @@ class MemoryRoom:
             best, scans = ksm.mem_available_mib(), ksm.full_scans()
             if best < self.reserve_mib + need and self.plan.share_memory:
                 ksm.start_merging(self.holder)  # at the deploy's rate, whatever another lab set
-            while (available := ksm.mem_available_mib()) < self.reserve_mib + need:
-                if available > best:
-                    best, scans = available, ksm.full_scans()
-                elif not self.plan.share_memory or \
-                        ksm.full_scans() - scans >= SCANS_WITHOUT_GAIN:
-                    raise LabError(self._no_room(node, available, need))
-                time.sleep(POLL_S)
+            gain = [best, scans]  # the most available so far, and the full scans then
+
+            def available() -> float:
+                """What is available; no room is an error once memory stops growing."""
+                mib = ksm.mem_available_mib()
+                if mib > gain[0]:
+                    gain[:] = [mib, ksm.full_scans()]
+                elif mib < self.reserve_mib + need and (
+                        not self.plan.share_memory or
+                        ksm.full_scans() - gain[1] >= SCANS_WITHOUT_GAIN):
+                    raise LabError(self._no_room(node, mib, need))
+                return mib
+
+            wait_until(available, math.inf, every=POLL_S,
+                       until=lambda mib: mib >= self.reserve_mib + need)
             self.started += 1
 
     def _no_room(self, node: NodePlan, available: float, need: int) -> str:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from harness.converge import Convergence, wait_bfd_up, wait_converged
+from harness.core.errors import LabError
+from harness.deploy.converge import Convergence, wait_bfd_up, wait_converged
 from harness.deploy.memory import MemoryRoom
-from harness.errors import LabError
 from harness.links import impair
 from harness.links.bridge import join_bridge
 from harness.links.veth import queue_addresses, queue_veth
@@ -38,6 +38,9 @@ class Progress:
     stage: Callable[[str, int], None] = lambda name, total: None
     advance: Callable[[int], None] = lambda n: None
     converge: Callable[[Convergence], None] = lambda conv: None
+    # what the deploy says before it starts: a note a user should weigh (`caution`), or
+    # plain information such as the probe schedule the hosts will run
+    note: Callable[[str, bool], None] = lambda text, caution: None
 
 
 @dataclass(frozen=True)

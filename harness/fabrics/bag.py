@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import combinations, pairwise
 from typing import Any
 
-from harness.errors import FabricLabError
+from harness.core.errors import FabricLabError
 from harness.fabrics.base import Cabling, Fabric, param
 from harness.topology.schema import Damping, Kind
 

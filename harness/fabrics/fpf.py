@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import FabricLabError
+from harness.core.errors import FabricLabError
 from harness.fabrics.base import Fabric, param, render
 from harness.topology.augment import augment
 from harness.topology.loader import load_text

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import FabricLabError
+from harness.core.errors import FabricLabError
 from harness.fabrics.base import Cabling, Fabric, param
 from harness.topology.loader import load_file, parse_yaml
 from harness.topology.schema import Role

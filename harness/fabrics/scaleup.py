@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import FabricLabError
+from harness.core.errors import FabricLabError
 from harness.fabrics.base import Fabric, param, render
 from harness.fabrics.fpf import BFD
 from harness.topology.augment import augment

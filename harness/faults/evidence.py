@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.agent.client import ask
 from harness.faults import registry
 from harness.nodes.frr import frr_of
+from harness.nodes.switch.agent.client import ask
 from harness.runtime.context import LabContext
 from harness.topology.schema import Kind
 

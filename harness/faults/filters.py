@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.linux.libnft import nft_in_netns
 
 if TYPE_CHECKING:

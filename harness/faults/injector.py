@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.faults import isolation, links, nodes, registry
 from harness.faults.registry import Record, Undo
 from harness.faults.restore import restore

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.faults import filters
 from harness.faults.registry import Undo
 from harness.faults.targets import LinkRef, node_addresses, resolve_link

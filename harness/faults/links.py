@@ -6,8 +6,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from harness.converge import poll_until
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import none_left, wait_until
 from harness.faults.registry import Undo
 from harness.faults.targets import LinkRef, resolve_link
 from harness.nodes.frr import frr_of
@@ -42,9 +42,10 @@ def flap_bundle(lab: LabContext, node: str, ifaces: Sequence[str], *, times: int
         time.sleep(down_s)
         for iface in ifaces:
             set_state(lab, Endpoint(node=node, iface=iface), "up")
-        poll_until(lambda: [p for p, state in frr_of(lab, node).bgp_peer_states().items()
+        wait_until(lambda: [p for p, state in frr_of(lab, node).bgp_peer_states().items()
                             if p in peers and state != "Established"], period_s * 2,
-                   lambda left: LabError(f"{node}: sessions not back after a flap: {left}"))
+                   lambda left: LabError(f"{node}: sessions not back after a flap: {left}"),
+                   until=none_left)
         time.sleep(max(0.0, period_s - (time.monotonic() - start)))
 
 

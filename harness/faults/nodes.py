@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.converge import poll_until
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import none_left, wait_until
 from harness.faults import filters
 from harness.faults.registry import Undo
 from harness.links import impair
@@ -56,6 +56,6 @@ def wait_established(lab: LabContext, node: str, peers: list[str]) -> None:
         states = frr.bgp_peer_states()
         return [p for p in peers if states.get(p) != "Established"]
 
-    poll_until(down, RESET_TIMEOUT_S, lambda left: LabError(
+    wait_until(down, RESET_TIMEOUT_S, lambda left: LabError(
         f"{node}: sessions to {', '.join(left)} not Established {RESET_TIMEOUT_S:.0f}s "
-        "after a reset"))
+        "after a reset"), until=none_left)

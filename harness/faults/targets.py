@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.topology.plan import Endpoint, LabPlan, LinkPlan
 
 LinkRef = str | Endpoint | LinkPlan

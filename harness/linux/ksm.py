@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from harness.build import built
-from harness.errors import LabError
+from harness.core.build import built
+from harness.core.errors import LabError
 from harness.linux import hostwide
 from harness.topology.plan import LabPlan
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctypes
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.linux.nsenter import call_in_netns
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterable
+
+from harness.core.wait import NotReady, none_left, wait_until
 
 
 def namespace_ids(paths: Iterable[str]) -> set[tuple[int, int]]:
@@ -39,16 +40,17 @@ def kill_and_reap(pids: Iterable[int], sig: signal.Signals = signal.SIGKILL,
     for pid in pending:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-    deadline = time.monotonic() + timeout
-    while pending:
+
+    def left() -> set[int]:
         for pid in list(pending):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)  # our own children must be reaped to vanish
             if not os.path.exists(f"/proc/{pid}") or _is_zombie(pid):
                 pending.discard(pid)
-        if not pending or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+        return pending
+
+    with contextlib.suppress(NotReady):
+        wait_until(left, timeout, every=0.02, until=none_left)
     return sorted(pending)
 
 

@@ -19,13 +19,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import LabError
-from harness.linux.journal import Journal
-from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, start_engine
-from harness.nodes.neighbours import answers, declared_of, is_up
-from harness.nodes.router_id import router_ids
-from harness.nodes.vty import vty_show
-from harness.paths import (
+from harness.core.errors import LabError
+from harness.core.paths import (
     FRR_RUN,
     FRR_SBIN,
     FRR_STATE,
@@ -33,6 +28,11 @@ from harness.paths import (
     bfd_socket_dirs,
     frr_pathspace,
 )
+from harness.linux.journal import Journal
+from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, start_engine
+from harness.nodes.neighbours import answers, declared_of, is_up
+from harness.nodes.router_id import router_ids
+from harness.nodes.vty import vty_show
 from harness.runtime.node import Node
 from harness.topology.frr_image import log_paths_in_lab
 from harness.topology.plan import NodePlan

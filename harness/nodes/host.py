@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from harness.core.paths import bfdd_socket
 from harness.nodes.bfd.offload import feed_path
 from harness.nodes.frr import FrrKind, frr_of, worse_state
-from harness.paths import bfdd_socket
 from harness.spray.control import spray_status, start_sprayer
 from harness.topology.plan import NodePlan
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harness.nodes.frr import FrrKind
 from harness.nodes.host import HostKind
 from harness.nodes.linux import BridgeKind, LinuxKind
-from harness.nodes.switch import SaiKind
+from harness.nodes.switch.kind import SaiKind
 from harness.spray.control import sprays
 from harness.topology.plan import NodePlan
 from harness.topology.schema import Kind

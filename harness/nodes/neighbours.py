@@ -15,7 +15,7 @@ from ipaddress import IPv4Interface, IPv6Interface, ip_address, ip_interface, ip
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 
 if TYPE_CHECKING:
     from harness.nodes.frr import Frr

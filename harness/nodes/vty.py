@@ -15,7 +15,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 
 CMD_SUCCESS = 0
 TRAILER = 4

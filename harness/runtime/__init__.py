@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 
 if TYPE_CHECKING:
     from harness.linux.journal import Journal

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import NotReady, wait_until
 from harness.linux.cpu import cpu_s
 from harness.linux.journal import Journal
 from harness.runtime.base import Runtime
@@ -59,22 +60,19 @@ class LabContext:
         that dies first, or is still silent at `timeout` while idle (or after the busy
         extensions), is an error with its output's end."""
         pid = self.runtime.spawn(node, argv, out, f"{node}/{what}")
-        started = time.monotonic()
-        deadline, used, extensions = started + timeout, 0.0, 0
+        started, used, extensions = time.monotonic(), 0.0, 0
         while True:
             try:
-                return pid, ready()
-            except LabError:
+                return pid, wait_until(ready, timeout, every=READY_POLL_S, retry=LabError,
+                                       until=lambda _: True,
+                                       alive=lambda: self.runtime.host_pid(node, pid) is not None)
+            except NotReady:
                 host = self.runtime.host_pid(node, pid)
-                now = time.monotonic()
-                if host is not None and now > deadline:
-                    busy = cpu_s(host) - used
-                    if busy >= BUSY_SHARE * timeout and extensions < BUSY_EXTENSIONS:
-                        deadline, used, extensions = now + timeout, used + busy, extensions + 1
-                        continue
-                if host is None or now > deadline:
+                busy = 0.0 if host is None else cpu_s(host) - used
+                if busy < BUSY_SHARE * timeout or extensions == BUSY_EXTENSIONS:
                     why = "exited" if host is None else \
-                        f"silent after {now - started:.1f} s ({cpu_s(host):.1f} CPU s used)"
+                        f"silent after {time.monotonic() - started:.1f} s ({used + busy:.1f} " \
+                        "CPU s used)"
                     raise LabError(f"{node}: the {what} did not start ({why}); see {log}\n"
                                    f"{out.read_text()[-2000:]}") from None
-                time.sleep(READY_POLL_S)
+                used, extensions = used + busy, extensions + 1

@@ -21,16 +21,16 @@ import itertools
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.errors import LabError
-from harness.kernel import has
+from harness.core.errors import LabError
+from harness.core.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
+from harness.core.wait import NotReady, wait_until
+from harness.linux.features import has
 from harness.linux.journal import Journal
 from harness.linux.vrf import VRF_STRICT
-from harness.paths import NETNS_PREFIX, frr_run_dir, is_lab_name, lab_dir, netns_name
 from harness.runtime import docker_engine, images
 from harness.runtime.images import image_for
 from harness.topology.plan import LabPlan, NodePlan
@@ -150,8 +150,9 @@ class DockerRuntime:
             binds.append(f"{frr_run_dir(self.lab, node.name)}:/run/frr")
         devices = [{"PathOnHost": d, "PathInContainer": d, "CgroupPermissions": "rwm"}
                    for d in DEVICES]
-        # An SRv6 router's End.DT4/End.DT46 need the VRF strict mode (harness/sai/seg6.py),
-        # which its read-only /proc/sys cannot take later; the key exists once VRF is loaded.
+        # An SRv6 router's End.DT4/End.DT46 need the VRF strict mode
+        # (harness/nodes/switch/sai/seg6.py), which its read-only /proc/sys cannot take later; the
+        # key exists once VRF is loaded.
         sysctls = {**SYSCTLS, VRF_STRICT: "1"} if node.locator and has("vrf") else SYSCTLS
         return {"Hostname": node.name, "Env": [f"{k}={v}" for k, v in node.env.items()],
                 "Labels": {LAB_LABEL: self.lab, NODE_LABEL: node.name},
@@ -206,11 +207,9 @@ class DockerRuntime:
 
     @staticmethod
     def wait_pidfile(pidfile: Path) -> int | None:
-        deadline = time.monotonic() + SPAWN_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError, ValueError):
-                return int(pidfile.read_text())
-            time.sleep(0.01)
+        with contextlib.suppress(NotReady):
+            return wait_until(lambda: int(pidfile.read_text()), SPAWN_TIMEOUT_S, every=0.01,
+                              retry=(OSError, ValueError))
         return None
 
     def _scan(self, node: str) -> dict[int, int]:

@@ -20,7 +20,7 @@ import socket
 from typing import Any
 from urllib.parse import quote
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 

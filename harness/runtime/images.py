@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 
-from harness.build import REPO
-from harness.errors import LabError
+from harness.core.build import REPO
+from harness.core.errors import LabError
 from harness.runtime import docker_engine
 from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import NodePlan
@@ -22,7 +22,8 @@ REPOSITORY = "fabric-lab"
 IMAGES = ("switch", "host")
 SOURCE_LABEL = "fabric-lab.source"
 # What an image carries from the checkout: the code run inside nodes and the image recipe.
-SOURCES = ("harness/**/*.py", "harness/**/*.c", "images/*/packages", "images/Dockerfile")
+SOURCES = ("harness/**/*.py", "harness/**/*.c", "harness/**/*.h", "images/*/packages",
+           "images/Dockerfile")
 
 
 @cache

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir, netns_name
+from harness.core.wait import wait_until
 from harness.linux.journal import Journal
 from harness.linux.processes import kill_and_reap
-from harness.paths import lab_dir, netns_name
 from harness.runtime.netns import NetnsRuntime
 from harness.topology.plan import LabPlan, NodePlan
 
@@ -81,11 +81,10 @@ class MininetRuntime(NetnsRuntime):
 
     def _wait_for_pids(self) -> dict[str, int]:
         assert self.server is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._pids_file.exists():
-            if self.server.poll() is not None or time.monotonic() > deadline:
-                raise LabError(f"Mininet did not create the nodes (exit {self.server.poll()})")
-            time.sleep(0.05)
+        server = self.server
+        wait_until(self._pids_file.exists, START_TIMEOUT_S, lambda _: LabError(
+            f"Mininet did not create the nodes (exit {server.poll()})"), every=0.05,
+            alive=lambda: server.poll() is None)
         return json.loads(self._pids_file.read_text())
 
     def run_cli(self, plan: LabPlan) -> int:

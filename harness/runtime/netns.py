@@ -11,13 +11,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.build import built
-from harness.errors import LabError
-from harness.linux import ksm
-from harness.linux.journal import Journal, process_start_time
-from harness.linux.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
-from harness.linux.processes import kill_and_reap, namespace_ids, pids_in_namespaces
-from harness.paths import (
+from harness.core.build import built
+from harness.core.errors import LabError
+from harness.core.paths import (
     FRR_SBIN,
     NETNS_PREFIX,
     frr_run_dir,
@@ -25,6 +21,10 @@ from harness.paths import (
     lab_netns_prefix,
     netns_name,
 )
+from harness.linux import ksm
+from harness.linux.journal import Journal, process_start_time
+from harness.linux.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
+from harness.linux.processes import kill_and_reap, namespace_ids, pids_in_namespaces
 from harness.topology.binds import Bind
 from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import LabPlan, NodePlan

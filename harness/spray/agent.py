@@ -44,6 +44,12 @@ from harness.linux.files import replace_file
 from harness.linux.libnft import Nft
 from harness.linux.rtnl_batch import split
 from harness.linux.rtnl_channel import Channel
+from harness.linux.rtnl_messages import (
+    NLM_F_CREATE,
+    NLM_F_REPLACE,
+    route_message,
+    unpack_address,
+)
 from harness.linux.rtnl_route import (
     HOST_LEN,
     RTA_DST,
@@ -54,12 +60,6 @@ from harness.linux.rtnl_route import (
     dump_routes,
     next_hops,
     table_of,
-)
-from harness.sai.netlink import (
-    NLM_F_CREATE,
-    NLM_F_REPLACE,
-    route_message,
-    unpack_address,
 )
 from harness.spray.bfd import BfdWatch, EngineWatch
 from harness.spray.probe import EVERY_PEER, ProbeEngine

@@ -7,12 +7,12 @@ lab) has nothing to spray over and keeps plain kernel routing.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import none_left, wait_until
 from harness.spray import probe, schedule
 from harness.topology.plan import LabPlan, NodePlan
 from harness.topology.schema import Role
@@ -134,19 +134,20 @@ def wait_spray(lab: LabContext, want: dict[tuple[str, str], set[int]] | None = N
     hosts = [n.name for n in spraying_hosts(lab.plan)]
     if want is None:
         want = {(a, b): all_planes(lab, a) for a in hosts for b in hosts if a != b}
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = {src: planes_to_hosts(lab, src) for src in {s for s, _ in want}}
-        wrong = {pair: seen[pair[0]].get(pair[1], set()) for pair, planes in want.items()
-                 if seen[pair[0]].get(pair[1], set()) != planes}
-        if not wrong:
-            return
-        if time.monotonic() > deadline:
-            detail = "; ".join(f"{s}->{d}: planes {sorted(p)}, want {sorted(want[s, d])}"
-                               for (s, d), p in sorted(wrong.items())[:6])
-            raise LabError(f"lab {lab.plan.name}: spray sets not as expected after "
-                           f"{timeout:.0f}s: {detail}")
-        time.sleep(WAIT_POLL_S)
+    wanted = want
+
+    def wrong() -> dict[tuple[str, str], set[int]]:
+        seen = {src: planes_to_hosts(lab, src) for src in {s for s, _ in wanted}}
+        return {pair: seen[pair[0]].get(pair[1], set()) for pair, planes in wanted.items()
+                if seen[pair[0]].get(pair[1], set()) != planes}
+
+    def failure(left: dict[tuple[str, str], set[int]] | None) -> LabError:
+        detail = "; ".join(f"{s}->{d}: planes {sorted(p)}, want {sorted(wanted[s, d])}"
+                           for (s, d), p in sorted((left or {}).items())[:6])
+        return LabError(f"lab {lab.plan.name}: spray sets not as expected after "
+                        f"{timeout:.0f}s: {detail}")
+
+    wait_until(wrong, timeout, failure, every=WAIT_POLL_S, until=none_left)
 
 
 def format_planes(planes: set[int]) -> str:

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
          "--virtual-time-budget=2000")  # scripts run before the DOM or picture is taken

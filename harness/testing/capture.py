@@ -18,7 +18,7 @@ from scapy.layers.inet import IP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
 from scapy.utils import rdpcap
 
-from harness.lab import Lab
+from harness.deploy.lab import Lab
 
 SETTLE_S = 0.3  # what was sent just before the block ends is still on its way
 

@@ -23,11 +23,11 @@ import stat
 import subprocess
 from pathlib import Path
 
+from harness.core.paths import lab_dir, lab_netns_prefix
 from harness.linux import ksm
 from harness.linux.journal import Journal
 from harness.linux.nsenter import list_netns
 from harness.nodes.frr import frr_leftovers
-from harness.paths import lab_dir, lab_netns_prefix
 from harness.runtime.docker import DockerRuntime
 from harness.runtime.node import ROUTER_SYSCTLS
 

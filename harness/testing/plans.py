@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 
 
 def plan_from(source: str | Path | LabPlan, name: str | None = None) -> LabPlan:
     if isinstance(source, LabPlan):
         return source.model_copy(update={"name": name}) if name else source
-    return augment(load_file(source), name)
+    return plan_from_file(source, name)

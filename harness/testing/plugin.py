@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from harness.converge import wait_converged
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir
+from harness.deploy.converge import wait_converged
+from harness.deploy.lab import PLAN_FILE, Lab, deploy, destroy_lab, lab_names
 from harness.faults import Faults, evidence
-from harness.lab import PLAN_FILE, Lab, destroy_lab, lab_names
-from harness.paths import lab_dir
 from harness.spray.control import spraying_hosts, wait_spray
 from harness.testing.plans import plan_from
 from harness.testing.report import fault_records, junit_properties, write_report
@@ -111,11 +111,8 @@ def topology() -> Any:
 def lab(topology: Any) -> Iterator[Lab]:
     plan = plan_from(topology)
     destroy_lab(plan.name)  # leftovers of a killed earlier run of this very test
-    lab = Lab(plan, RUNTIME)
+    lab = deploy(plan, runtime=RUNTIME, timeout=DEPLOY_TIMEOUT_S)  # rolls back if it fails
     try:
-        lab.deploy(timeout=DEPLOY_TIMEOUT_S)
-        if spraying_hosts(plan):
-            wait_spray(lab)
         yield lab
     finally:
         lab.destroy()

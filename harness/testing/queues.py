@@ -3,8 +3,8 @@ ports a hop may leave by (ECMP or spraying picks one of them per packet)."""
 
 from __future__ import annotations
 
-from harness.agent.client import ask
-from harness.lab import Lab
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
 
 
 def queue_packets(lab: Lab, ports: list[tuple[str, str]]) -> dict[int, int]:

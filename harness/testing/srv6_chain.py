@@ -20,14 +20,14 @@ from ipaddress import IPv6Address
 from pathlib import Path
 from typing import Any
 
-from harness.build import built
+from harness.core.build import built
 from harness.linux.nsenter import NETNS_RUN_DIR
 from harness.linux.scratch import scratch_netns
-from harness.sai import srv6_engine
-from harness.sai.kernel import SAI_TABLE, KernelBackend
-from harness.sai.seg6 import Srv6Setup
-from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
+from harness.nodes.switch.sai import srv6_engine
+from harness.nodes.switch.sai.kernel import SAI_TABLE, KernelBackend
+from harness.nodes.switch.sai.seg6 import Srv6Setup
+from harness.nodes.switch.sai.switch import SaiSwitch
+from harness.nodes.switch.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
 
 T = ObjectType
 NODES = ("ha", "r1", "r2", "r3", "hb")

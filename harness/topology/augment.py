@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from ipaddress import IPv4Address, IPv6Address, ip_network
 from pathlib import Path
 
-from harness.errors import TopologyError, TopologyProblem
-from harness.paths import LAB_NAME_RULE, is_lab_name
+from harness.core.errors import TopologyError, TopologyProblem
+from harness.core.paths import LAB_NAME_RULE, is_lab_name
 from harness.topology.bgp_timers import bgp_timers
 from harness.topology.binds import parse_bind
 from harness.topology.fibre import one_way_delay_us

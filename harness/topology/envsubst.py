@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 REFERENCE = re.compile(r"\$\{(?P<body>[^}\n]*)(?P<close>\}?)")

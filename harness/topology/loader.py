@@ -23,7 +23,7 @@ from ruamel.yaml.constructor import BaseConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.envsubst import expand
 from harness.topology.schema import TopologyFile
 

@@ -1,6 +1,6 @@
 """Switch platforms a node can be (`platform:` in a topology): the hardware the labs mirror,
 each with its front-panel ports and their speed, its ASIC, and the SAI table sizes its agent
-starts with (harness/sai/capacity.py makes them a capacity profile). Data only, so the
+starts with (harness/nodes/switch/sai/capacity.py makes them a capacity profile). Data only, so the
 topology's checks and the SAI layer read the same catalogue.
 
 Port counts, speeds and switching capacity are the published ones (OCP 2026 talks for Meta's

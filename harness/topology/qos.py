@@ -23,7 +23,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.loader import LoadedTopology, SourceMap, parse_yaml, schema_problems
 from harness.topology.plan import LinkPlan, QosPlan
 from harness.topology.schema import Kind, NodeFields

@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from harness.paths import LAB_NAME_MAX, LAB_NAME_PATTERN
+from harness.core.paths import LAB_NAME_MAX, LAB_NAME_PATTERN
 from harness.topology.units import parse_duration_us, parse_percent, parse_rate_bps
 
 DurationUs = Annotated[float, BeforeValidator(parse_duration_us)]
@@ -64,7 +64,7 @@ class Role(StrEnum):
 
 class Kind(StrEnum):
     """How a node is built: `frr` lets zebra program the kernel FIB directly; `sai` is a
-    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch.py); `linux` is
+    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch/kind.py); `linux` is
     containerlab's plain node (an FRR image makes it an FRR router with the lab's own config);
     `bridge` is a Linux bridge joining the links that end on it."""
 

@@ -21,7 +21,7 @@ from collections import deque
 from ipaddress import IPv6Address, IPv6Network, ip_address, ip_interface
 from typing import NamedTuple
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.loader import KeyPath, LoadedTopology
 from harness.topology.plan import Interface, PathPlan, PolicyPlan, Sid, Srv6Plan
 from harness.topology.schema import Kind, NodeFields, Role, Srv6Policy

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import TopologyError
+from harness.core.errors import TopologyError
 from harness.topology.binds import bound_file
 from harness.topology.frr_image import (
     CONFIG_FILE,

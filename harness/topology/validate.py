@@ -11,7 +11,7 @@ from collections import Counter
 from ipaddress import IPv4Address, IPv6Address, ip_network
 from pathlib import Path
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.binds import parse_bind
 from harness.topology.loader import KeyPath, LoadedTopology
 from harness.topology.merge import layers, merged_node

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.stats import percentile
+from harness.core.stats import percentile
 
 PERCENTILES = (50, 90, 99)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.spray.control import nic_planes
 from harness.traffic.analysis import FlowResult, analyse
 from harness.traffic.wire import MIN_SIZE

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from harness.core.wait import wait_until
 from harness.traffic.collective import ALGORITHMS, Member, contribution, expected
 
 FRAME = struct.Struct("!IQ")  # epoch, payload length
@@ -107,14 +108,14 @@ class EpochMesh:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def _connect(self, peer: str) -> socket.socket:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                return socket.create_connection(self.addresses[peer], timeout=self.timeout)
-            except ConnectionRefusedError:
-                if not self.patient or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        def connect() -> socket.socket:
+            return socket.create_connection(self.addresses[peer], timeout=self.timeout)
+
+        if not self.patient:
+            return connect()
+        return wait_until(connect, self.timeout, lambda _: ConnectionRefusedError(
+            f"{peer} refused connections for {self.timeout:g} s"), every=0.05,
+            retry=ConnectionRefusedError)
 
     def exchange(self, sends: dict[str, bytes], receives: Sequence[str]) -> dict[str, bytes]:
         errors: list[BaseException] = []

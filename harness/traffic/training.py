@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.converge import poll_until
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import none_left, wait_until
 from harness.linux.processes import kill_and_reap
 from harness.topology.plan import LinkPlan
 from harness.traffic.collective import ALGORITHMS, ITEM, Member, dry_run
@@ -103,9 +103,9 @@ class Training:
             "harness.traffic.rendezvous", self._address(first), str(RENDEZVOUS_PORT),
             str(len(self.hosts)), str(self.iterations), self.algorithm, str(self.length),
             str(self.timeout), str(self.result_path)), log, "training rendezvous")
-        poll_until(lambda: [] if "ready" in log.read_text() else [first], self.timeout,
+        wait_until(lambda: [] if "ready" in log.read_text() else [first], self.timeout,
                    lambda _: LabError(f"training rendezvous on {first} did not start: "
-                                      f"{log.read_text()[-300:]}"))
+                                      f"{log.read_text()[-300:]}"), until=none_left)
         try:
             for seed, host in enumerate(self.hosts):
                 self.pids[host] = runtime.spawn(host, runtime.python(
@@ -131,8 +131,9 @@ class Training:
             if record and (record.finished or record.error):
                 raise LabError(f"training ended before iteration {k}: {record.error}")
             return [] if record and any(i.iteration >= k for i in record.iterations) else [k]
-        poll_until(pending, self.timeout * (k + 2), lambda _: LabError(
-            f"training did not complete iteration {k} within {self.timeout * (k + 2):g}s"))
+        wait_until(pending, self.timeout * (k + 2), lambda _: LabError(
+            f"training did not complete iteration {k} within {self.timeout * (k + 2):g}s"),
+            until=none_left)
 
     def kill(self, host: str) -> None:
         """SIGKILL the replica on `host`, as a crashed training process dies."""
@@ -142,10 +143,11 @@ class Training:
 
     def wait(self) -> TrainingResult:
         """The finished run's record (iterations, restarts with who was excluded)."""
-        poll_until(lambda: [] if (r := self._record()) and r.finished else ["running"],
+        wait_until(lambda: [] if (r := self._record()) and r.finished else ["running"],
                    self.timeout * (self.iterations + 4), lambda _: LabError(
                        f"training did not finish; rendezvous log: "
-                       f"{self.result_path.with_suffix('.rendezvous.log').read_text()[-300:]}"))
+                       f"{self.result_path.with_suffix('.rendezvous.log').read_text()[-300:]}"),
+                       until=none_left)
         record = self._record()
         assert record is not None
         return record

@@ -9,9 +9,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from harness.errors import LabError
-from harness.lab import Lab, lab_names
-from harness.paths import lab_dir
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir
+from harness.deploy.lab import Lab, lab_names
 from harness.training.exercise import Exercise, load_exercise
 
 ATTEMPT_FILE = "exercise.json"

@@ -3,15 +3,15 @@ ping say now. Each says what it found, so a failed check points the trainee some
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from harness.agent.client import ask
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import NotReady, wait_until
+from harness.deploy.lab import Lab
 from harness.faults.targets import select_nodes
-from harness.lab import Lab
+from harness.nodes.switch.agent.client import ask
 from harness.spray.control import all_planes, planes_to_hosts, spraying_hosts
 from harness.training.exercise import Check, Dampened, Reach, SaiRoutes, Sessions, Spray
 from harness.training.template import Renderer
@@ -111,9 +111,8 @@ def _dampened(lab: Lab, node: str, spec: str) -> Result:
 def wait_checks(lab: Lab, checks: Sequence[Check], *, passing: bool,
                 timeout: float) -> list[Result]:
     """Poll until every check passes (`passing`) or one fails; the last results either way."""
-    deadline = time.monotonic() + timeout
-    while True:
-        results = run_checks(lab, checks)
-        if all(r.ok for r in results) == passing or time.monotonic() > deadline:
-            return results
-        time.sleep(1.0)
+    try:
+        return wait_until(lambda: run_checks(lab, checks), timeout, every=1.0,
+                          until=lambda results: all(r.ok for r in results) == passing)
+    except NotReady as late:
+        return late.last

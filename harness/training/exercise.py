@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.loader import parse_yaml, schema_problems
 
 SHIPPED = Path(__file__).resolve().parents[2] / "labs"

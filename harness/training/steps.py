@@ -9,10 +9,11 @@ import shlex
 import time
 from collections.abc import Iterable
 
-from harness.agent.client import CONFIG_FILE, ask
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import wait_until
+from harness.deploy.lab import Lab
 from harness.faults.targets import ports_toward, select_nodes
-from harness.lab import Lab
+from harness.nodes.switch.agent.client import CONFIG_FILE, ask
 from harness.training.exercise import Exec, Flap, Sai, SaiDocument, Settle, Step, Vtysh
 from harness.training.template import Renderer
 
@@ -86,8 +87,11 @@ def _settle(lab: Lab, nodes: list[str], timeout: float) -> str:
     """Every session Established and the prefixes received unchanged over a second: the
     updates that follow a session's start have arrived (the lab sends them at once)."""
     routers = [n for n in nodes if lab.plan.node(n).runs_frr]
-    began, last = time.monotonic(), None
-    while True:
+    began = time.monotonic()
+    reads: list[tuple[list[str], int]] = []
+
+    def read() -> list[tuple[list[str], int]]:
+        """Every read so far: the sessions down and the prefixes received."""
         down, received = [], 0
         for node in routers:
             for family in lab.frr(node).show_json("bgpd", "show bgp summary").values():
@@ -95,11 +99,15 @@ def _settle(lab: Lab, nodes: list[str], timeout: float) -> str:
                     if info.get("state") != "Established":
                         down.append(f"{node}->{peer}")
                     received += info.get("pfxRcd", 0)
-        if not down and received == last:
-            return (f"BGP sessions of {len(routers)} node(s) Established, {received} prefixes "
-                    f"received, after {time.monotonic() - began:.1f} s")
-        if time.monotonic() - began > timeout:
-            raise LabError(f"not settled after {timeout:g} s; sessions down: "
-                           f"{', '.join(down) or 'none'}")
-        last = None if down else received
-        time.sleep(1.0)
+        reads.append((down, received))
+        return reads
+
+    def settled(reads: list[tuple[list[str], int]]) -> bool:
+        return len(reads) > 1 and not reads[-2][0] and not reads[-1][0] \
+            and reads[-2][1] == reads[-1][1]
+
+    wait_until(read, timeout, lambda _: LabError(
+        f"not settled after {timeout:g} s; sessions down: {', '.join(reads[-1][0]) or 'none'}"),
+        every=1.0, until=settled)
+    return (f"BGP sessions of {len(routers)} node(s) Established, {reads[-1][1]} prefixes "
+            f"received, after {time.monotonic() - began:.1f} s")

@@ -10,7 +10,7 @@ from typing import Any
 from jinja2 import StrictUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.faults.targets import ports_toward, select_nodes
 from harness.topology.plan import LabPlan, NodePlan
 

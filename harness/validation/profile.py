@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from harness.errors import TopologyError, TopologyProblem
+from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.loader import parse_yaml, schema_problems
 from harness.topology.units import format_bytes, parse_bytes
 from harness.traffic.collective import COLLECTIVES

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
-from harness.converge import poll_until
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import none_left, wait_until
 from harness.linux.processes import kill_and_reap
 from harness.topology.schema import Role
 from harness.traffic.collective import COLLECTIVES
@@ -121,9 +121,9 @@ def run_ranks(lab: LabContext, hosts: Sequence[str], spec: dict[str, Any],
                                f"{(folder / f'{dead[0]}.log').read_text()[-500:]}")
             return [h for h in hosts if h not in done]
 
-        poll_until(pending, timeout, lambda left: LabError(
+        wait_until(pending, timeout, lambda left: LabError(
             f"validation ranks on {', '.join(left)} did not finish within {timeout:g}s "
-            f"(logs in {folder})"))
+            f"(logs in {folder})"), until=none_left)
     finally:
         kill_and_reap([p for h, pid in pids.items()
                        if (p := runtime.host_pid(h, pid)) is not None])

@@ -7,11 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.lab import Lab
+from harness.deploy.lab import Lab
+from harness.deploy.lab import deploy as deploy_lab
 from harness.testing.hoststate import differences, lab_leftovers, snapshot
 from harness.testing.plugin import RUNTIME
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
 from tests.conftest import TOPOLOGIES
 
 
@@ -28,9 +27,7 @@ leftovers = lab_leftovers
 
 
 def deploy(topology: str, name: str, timeout: float = 150) -> Lab:
-    lab = Lab(augment(load_file(TOPOLOGIES / topology), name), RUNTIME)
-    lab.deploy(timeout=timeout)
-    return lab
+    return deploy_lab(TOPOLOGIES / topology, name=name, runtime=RUNTIME, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

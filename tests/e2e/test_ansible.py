@@ -12,9 +12,9 @@ import ansible_runner
 import pytest
 import yaml
 
-from harness.converge import poll_until
-from harness.errors import LabError
-from harness.lab import Lab
+from harness.core.errors import LabError
+from harness.core.wait import none_left, wait_until
+from harness.deploy.lab import Lab
 from harness.testing.chaos import labctl
 from tests.conftest import REPO
 
@@ -83,11 +83,12 @@ def test_a_drained_spine_carries_nothing_until_undrained(clos_lab: Lab, inventor
     host3 = clos_lab.plan.node("host3").loopback4
     assert next_hops(clos_lab, "leaf1", host3) == {"eth1", "eth2"}, "ECMP over both spines"
     play(inventory, tmp_path / "drain", "drain.yml", target="spine1")
-    poll_until(lambda: [] if next_hops(clos_lab, "leaf1", host3) == {"eth2"} else ["eth1"],
-               10, lambda _: LabError("leaf1 still sends to host3 through spine1"))
+    wait_until(lambda: [] if next_hops(clos_lab, "leaf1", host3) == {"eth2"} else ["eth1"],
+               10, lambda _: LabError("leaf1 still sends to host3 through spine1"), until=none_left)
     out = clos_lab.node("host1").cmd("ping", "-c", "3", "-i", "0.2", "-W", "2", host3)
     assert out.returncode == 0, out
     play(inventory, tmp_path / "undrain", "undrain.yml", target="spine1")
-    poll_until(lambda: [] if next_hops(clos_lab, "leaf1", host3) == {"eth1", "eth2"}
-               else ["eth1"], 10, lambda _: LabError("spine1 not back in leaf1's ECMP"))
+    wait_until(lambda: [] if next_hops(clos_lab, "leaf1", host3) == {"eth1", "eth2"}
+               else ["eth1"], 10, lambda _: LabError("spine1 not back in leaf1's ECMP"),
+               until=none_left)
     assert "FL-DRAIN" not in clos_lab.frr("spine1").vtysh("show running-config")

@@ -15,21 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.cable import PROBES
-from harness.agent.client import ask
 from harness.cli.headroom import measure as measure_cables
-from harness.converge import poll_until
+from harness.core.wait import none_left, wait_until
+from harness.deploy.lab import Lab, deploy
 from harness.faults.links import flap_bundle
-from harness.lab import Lab
 from harness.links import impair
+from harness.nodes.columns import lab_status
+from harness.nodes.switch.agent.cable import PROBES
+from harness.nodes.switch.agent.client import ask
+from harness.nodes.switch.sai.headroom import for_km
+from harness.nodes.switch.sai.kernel import SAI_TABLE
 from harness.runtime.node import HASH_SEED
-from harness.sai.headroom import for_km
-from harness.sai.kernel import SAI_TABLE
-from harness.status import lab_status
 from harness.testing.plugin import RUNTIME
-from harness.topology.augment import augment
 from harness.topology.fibre import one_way_delay_us
-from harness.topology.loader import load_file
 from harness.topology.plan import Endpoint, Impairment, Lossless
 from harness.topology.schema import Role
 from harness.traffic.burst import BurstResult, lossless_burst
@@ -61,8 +59,7 @@ for sport in range(20000, 20000 + flows):
 
 @pytest.fixture(scope="module")
 def bag() -> Iterator[Lab]:
-    lab = Lab(augment(load_file(TOPOLOGIES / "bag-mini.yml"), "e2ebag"), RUNTIME)
-    lab.deploy(timeout=240)
+    lab = deploy(TOPOLOGIES / "bag-mini.yml", name="e2ebag", runtime=RUNTIME, timeout=240)
     yield lab
     lab.destroy()
 
@@ -175,7 +172,8 @@ def wait_for_weights(lab: Lab, node: str, expected: tuple[int, ...]) -> None:
         if weights and tuple(sorted(round(w / min(weights)) for w in weights)) == expected:
             return []
         return [f"weights {weights}"]
-    poll_until(ratio, 30, lambda left: AssertionError(f"{node}: {seen[-3:]} not {expected}"))
+    wait_until(ratio, 30, lambda left: AssertionError(f"{node}: {seen[-3:]} not {expected}"),
+    until=none_left)
 
 
 def cables(lab: Lab, node: str) -> dict[str, dict]:
@@ -261,9 +259,9 @@ def updates_received(lab: Lab, node: str) -> int:
 def settled(lab: Lab) -> None:
     """Every session up and the UPDATEs a flap causes delivered (BGP sends them at once:
     advertisement-interval 0), so a count taken now is final."""
-    poll_until(lambda: [n for n in lab.node_names if lab.plan.node(n).role is not Role.host
+    wait_until(lambda: [n for n in lab.node_names if lab.plan.node(n).role is not Role.host
                         and set(lab.frr(n).bgp_peer_states().values()) != {"Established"}],
-               30, lambda left: AssertionError(f"not settled: {left}"))
+               30, lambda left: AssertionError(f"not settled: {left}"), until=none_left)
     time.sleep(2.0)
 
 

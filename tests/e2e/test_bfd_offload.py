@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.converge import poll_until
+from harness.core.paths import LAB_NAME_MAX, bfdd_socket
+from harness.core.wait import none_left, wait_until
+from harness.deploy.lab import Lab, deploy
 from harness.faults.injector import Faults
-from harness.lab import Lab
 from harness.linux.nsenter import call_in_netns
 from harness.nodes.bfd.offload import ENGINE, feed_path, tick_ms
+from harness.nodes.columns import lab_status
 from harness.nodes.frr import attach_bfd
-from harness.paths import LAB_NAME_MAX, bfdd_socket
 from harness.spray.bfd import BfdWatch, EngineWatch
-from harness.status import lab_status
 from harness.testing.capture import capture
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
@@ -59,8 +59,7 @@ def pair(name: str, offload: bool, echo: bool = False) -> Iterator[Lab]:
     text = PAIR.format(name=name, offload=str(offload).lower(),
                        echo=f", host_echo: {ECHO_MS}ms" if echo else "",
                        roles=("host", "leaf") if echo else ("leaf", "spine"))
-    lab = Lab(augment(load_text(text)), RUNTIME)
-    lab.deploy(timeout=60)
+    lab = deploy(augment(load_text(text)), runtime=RUNTIME, timeout=60)
     yield lab
     lab.destroy()
 
@@ -92,8 +91,7 @@ topology:
 @pytest.fixture(scope="module")
 def mixed() -> Iterator[Lab]:
     """r1's sessions in its fl-bfd at multiplier 3, r2's in its own bfdd at multiplier 5."""
-    lab = Lab(augment(load_text(MIXED)), RUNTIME)
-    lab.deploy(timeout=60)
+    lab = deploy(augment(load_text(MIXED)), runtime=RUNTIME, timeout=60)
     yield lab
     lab.destroy()
 
@@ -183,8 +181,8 @@ def test_the_engine_wakes_once_a_round_of_sends_not_every_tick(offloaded):
         seen.append(engine_wakes_per_second(offloaded, "r1", 2.0))
         return [f"{seen[-1]:.1f} a second"] if seen[-1] > most + 0.5 else []  # a count's 1 in 2 s
 
-    poll_until(too_often, 20, lambda left: AssertionError(
-        f"r1's engine wakes more than {most:.1f} times a second: {seen}"))
+    wait_until(too_often, 20, lambda left: AssertionError(
+        f"r1's engine wakes more than {most:.1f} times a second: {seen}"), until=none_left)
 
 
 def test_echo_is_looped_back_and_jittered_as_control_packets_are(echoing):
@@ -195,8 +193,9 @@ def test_echo_is_looped_back_and_jittered_as_control_packets_are(echoing):
     def echoes() -> list[int]:
         return [c.get("echo-packet-output", 0) for c in counters(echoing, "r1")]
 
-    poll_until(lambda: [] if any(echoes()) else ["no echo sent yet"], 10,
-               lambda left: AssertionError(f"r1 sends no echo: {counters(echoing, 'r1')}"))
+    wait_until(lambda: [] if any(echoes()) else ["no echo sent yet"], 10,
+               lambda left: AssertionError(f"r1 sends no echo: {counters(echoing, 'r1')}"),
+               until=none_left)
     before, start = counters(echoing, "r1"), time.monotonic()
     time.sleep(4.0)
     after, elapsed = counters(echoing, "r1"), time.monotonic() - start
@@ -254,7 +253,8 @@ def test_a_lone_engine_crash_is_mended_without_taking_a_session_down(offloaded):
             log = engine_log(offloaded, "r1")
             return [] if new != old and log.count("resumed 2 session(s) on the connection to "
                                                   "bfdd, 2 up") == restart else ["not yet"]
-        poll_until(resumed, 5, lambda left: AssertionError(engine_log(offloaded, "r1")[-1500:]))
+        wait_until(resumed, 5, lambda left: AssertionError(engine_log(offloaded, "r1")[-1500:]),
+        until=none_left)
         # as long as r2 may take to notice a silent r1, and then some
         deadline = time.monotonic() + 2 * bfd.multiplier * bfd.interval_ms / 1000
         while (left := deadline - time.monotonic()) > 0:
@@ -263,8 +263,9 @@ def test_a_lone_engine_crash_is_mended_without_taking_a_session_down(offloaded):
                 assert not downs, f"r2 saw r1's sessions go down: {downs}"
     assert {node: offloaded.frr(node).bgp_connections() for node in ("r1", "r2")} == before
     r1_feed = EngineWatch(str(feed_path(offloaded.frr("r1").bfd_dir)))  # type: ignore[arg-type]
-    poll_until(lambda: [] if select.select([r1_feed], [], [], 0.2)[0] else ["nothing yet"], 3,
-               lambda left: AssertionError("the restarted engine's feed says nothing"))
+    wait_until(lambda: [] if select.select([r1_feed], [], [], 0.2)[0] else ["nothing yet"], 3,
+               lambda left: AssertionError("the restarted engine's feed says nothing"),
+               until=none_left)
     assert sorted(s.up for s in r1_feed.read() or ()) == [True, True]
     row = next(r for r in lab_status(offloaded) if r["node"] == "r1")
     assert row["bfd"] == "offload restarted 3x (last killed-by-signal-9)", row
@@ -330,7 +331,7 @@ def test_an_offloaded_node_and_a_plain_bfdd_peer_time_each_other_by_the_peers_mu
                 if (peer["status"], peer["remote-transmit-interval"],
                     peer["remote-receive-interval"]) != ("up", bfd.interval_ms,
                                                          bfd.interval_ms)]
-    poll_until(agreed, 10, lambda left: AssertionError(f"not agreed: {left}"))
+    wait_until(agreed, 10, lambda left: AssertionError(f"not agreed: {left}"), until=none_left)
     r1_feed = EngineWatch(str(feed_path(mixed.frr("r1").bfd_dir)))  # type: ignore[arg-type]
     seconds_until_all(r1_feed, True, 1, timeout=10)
     low, high = detection_ms(mixed, "r1", r1_feed)
@@ -384,10 +385,12 @@ def test_each_session_reads_from_a_socket_connected_to_its_peer(offloaded):
     commands = bfd_attachment(offloaded.plan, r2)
     offloaded.frr("r2").vtysh(*commands[:2], *(f"no {' '.join(c.split()[:3])}"  # neighbor X bfd
                                                for c in commands[2:]))
-    poll_until(sent_by_r2, 2, lambda left: AssertionError(f"r2's engine still runs {left}"))
+    wait_until(sent_by_r2, 2, lambda left: AssertionError(f"r2's engine still runs {left}"),
+    until=none_left)
     attach_bfd(offloaded, r2)
     # A new session sends at 1 s while Down (RFC 5880 6.8.3): r1 hears each within ~1 s.
-    poll_until(not_followed, 5, lambda left: AssertionError(f"r1 does not follow {left}"))
+    wait_until(not_followed, 5, lambda left: AssertionError(f"r1 does not follow {left}"),
+    until=none_left)
     assert not sent_by_r2() & before, before  # r2 sends from new ports
     seconds_until_all(watch(offloaded, "r1"), True, 2, timeout=10)
 
@@ -418,6 +421,6 @@ def test_single_hop_control_packets_count_only_at_ttl_255(offloaded):
         assert bool(went_down) == (ttl == 255), f"TTL {ttl}: down {bool(went_down)}"
     sock.close()
     seconds_until_all(r1_feed, True, 1, timeout=10)
-    poll_until(lambda: [p for p, state in offloaded.frr("r1").bgp_peer_states().items()
+    wait_until(lambda: [p for p, state in offloaded.frr("r1").bgp_peer_states().items()
                         if state != "Established"], 60,
-               lambda left: AssertionError(f"BGP not back: {left}"))
+               lambda left: AssertionError(f"BGP not back: {left}"), until=none_left)

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from harness.cli.lifecycle import saved_configs
-from harness.lab import Lab
+from harness.deploy.lab import Lab
 from harness.testing.chaos import labctl
 from tests.e2e.conftest import leftovers
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from harness.cli.lifecycle import saved_configs
+from harness.deploy.lab import Lab
+from harness.deploy.lab import deploy as deploy_lab
 from harness.faults.evidence import node_state
-from harness.lab import Lab
 from harness.testing.chaos import labctl
 from harness.testing.plugin import RUNTIME
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.e2e
@@ -42,9 +42,7 @@ OSPF_ROUTES_S = 2 * RXMT_S + PROBE_S + 0.5
 
 
 def deploy(path: Path, node_filter: list[str] | None = None, name: str | None = None) -> Lab:
-    lab = Lab(augment(load_file(path), name, node_filter), RUNTIME)
-    lab.deploy(timeout=60)
-    return lab
+    return deploy_lab(path, name=name, node_filter=node_filter, runtime=RUNTIME, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +184,7 @@ def test_export_round_trip_keeps_reachability(tmp_path: Path) -> None:
     folder = tmp_path / "exported"
     out = labctl("export", "-t", str(TOPOLOGIES / "clos.yml"), "-o", str(folder))
     assert out.returncode == 0, out.stderr
-    source = augment(load_file(TOPOLOGIES / "clos.yml"))
+    source = plan_from_file(TOPOLOGIES / "clos.yml")
     lab = deploy(folder / "clos.clab.yml", name="cloexp")
     try:
         hosts = {n.name: n.loopback4 for n in source.nodes if n.role and

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.lab import Lab
+from harness.core.wait import wait_until
+from harness.deploy.lab import Lab
 from harness.runtime import docker_engine
 from harness.runtime.docker import CAPABILITIES, LAB_LABEL, NODE_LABEL
 from harness.testing.plugin import RUNTIME
@@ -75,10 +75,8 @@ def test_a_finished_command_leaves_no_pid_file(lab: Lab) -> None:
     files = lab.runtime.dir / "nodes" / node / "exec"
     before = set(files.glob("*.pid"))
     proc = lab.runtime.popen(node, ["sleep", "0.5"], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not set(files.glob("*.pid")) - before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert set(files.glob("*.pid")) - before, "the command wrote no pid file"
+    wait_until(lambda: set(files.glob("*.pid")) - before, 10,
+               lambda _: AssertionError("the command wrote no pid file"), every=0.01)
     assert proc.wait(timeout=10) == 0
     assert set(files.glob("*.pid")) == before
 

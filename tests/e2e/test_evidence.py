@@ -55,12 +55,10 @@ def test_a_failed_test_archives_its_lab_before_it_is_destroyed(tmp_path: Path) -
 
 
 BENCH = f"""
-from harness.lab import Lab
-from harness.testing import plan_from
+from harness.deploy.lab import deploy
 
 for name, fails in (("e2eclean", False), ("e2ebench", True)):
-    lab = Lab(plan_from({str(TOPOLOGIES / "pair.yml")!r}, name=name))
-    lab.deploy()
+    lab = deploy({str(TOPOLOGIES / "pair.yml")!r}, name=name)
     try:
         if fails:
             raise RuntimeError("a bench step failing")

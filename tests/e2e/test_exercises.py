@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab import lab_names
+from harness.deploy.lab import lab_names
 from harness.testing.chaos import labctl
 from harness.testing.plugin import RUNTIME
 from harness.training.exercise import load_exercise, shipped

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab import Lab
+from harness.deploy.lab import Lab
 from harness.testing.chaos import labctl
 
 pytestmark = pytest.mark.e2e

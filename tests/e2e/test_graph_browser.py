@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.graph import to_html
 from harness.testing.browser import dump_dom, screenshot
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.drawing import to_html
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +33,7 @@ document.getElementById("measured").textContent =
 
 @pytest.mark.parametrize("topology", ["fpf-mini.yml", "fpf-64.yml"])
 def test_every_name_fits_its_box_and_no_boxes_overlap(topology: str, tmp_path: Path) -> None:
-    plan = augment(load_file(TOPOLOGIES / topology))
+    plan = plan_from_file(TOPOLOGIES / topology)
     page = tmp_path / "graph.html"
     page.write_text(to_html(plan).replace("</body>", MEASURE + "</body>"))
     found = re.search(r'<pre id="measured">(.*?)</pre>', dump_dom(page), re.S)

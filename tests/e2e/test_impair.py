@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError
-from harness.kernel import feature, has
-from harness.lab import Lab
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir, lab_netns_prefix
+from harness.deploy.lab import Lab
 from harness.links import impair
 from harness.links.impair.backend import CHOICE_ENV
+from harness.linux.features import feature, has
 from harness.linux.nsenter import list_netns
-from harness.paths import lab_dir, lab_netns_prefix
 from harness.testing.hoststate import processes_mentioning
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME

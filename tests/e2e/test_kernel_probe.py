@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from harness import kernel
+from harness.linux import features as kernel
 from harness.linux.nsenter import list_netns
 
 pytestmark = pytest.mark.e2e

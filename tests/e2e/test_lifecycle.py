@@ -7,24 +7,23 @@ import os
 import re
 import signal
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir
+from harness.core.wait import wait_until
+from harness.deploy.lab import Lab
 from harness.deploy.stages import Progress
-from harness.errors import LabError
-from harness.lab import Lab
 from harness.linux import ksm
-from harness.paths import lab_dir
 from harness.runtime import runtime_class
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl
 from harness.testing.hoststate import differences, snapshot
 from harness.testing.plugin import RUNTIME
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import REPO, TOPOLOGIES
 from tests.e2e.conftest import deploy, leftovers
 
@@ -117,10 +116,9 @@ def test_sigkill_at_random_points_then_destroy_leaves_nothing(topology: str,
 
 def test_ctrl_c_during_deploy_rolls_back_by_itself() -> None:
     proc = _start_deploy("e2eintr")
-    deadline = time.monotonic() + 20
-    while not list(lab_dir("e2eintr").glob("nodes/*/run/zebra.pid")):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
+    wait_until(lambda: list(lab_dir("e2eintr").glob("nodes/*/run/zebra.pid")), 20,
+               lambda _: AssertionError(f"no zebra started (deploy exit {proc.poll()})"),
+               every=0.05, alive=lambda: proc.poll() is None)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130, proc.stderr.read()
     assert leftovers("e2eintr") == []
@@ -132,7 +130,7 @@ def test_ctrl_c_while_converging_rolls_back_too() -> None:
         if stage == "converging":
             raise KeyboardInterrupt
 
-    lab = Lab(augment(load_file(TOPOLOGIES / "pair.yml"), "e2eintc"))
+    lab = Lab(plan_from_file(TOPOLOGIES / "pair.yml", "e2eintc"))
     with pytest.raises(KeyboardInterrupt):
         lab.deploy(Progress(stage=interrupt_when_converging))
     assert leftovers("e2eintc") == []
@@ -161,7 +159,7 @@ def test_two_labs_side_by_side_and_the_host_is_untouched() -> None:
 
 
 def test_convergence_timeout_names_what_is_missing() -> None:
-    lab = Lab(augment(load_file(TOPOLOGIES / "clos.yml"), "e2eslow"))
+    lab = Lab(plan_from_file(TOPOLOGIES / "clos.yml", "e2eslow"))
     try:
         with pytest.raises(LabError) as caught:
             lab.deploy(timeout=0)

@@ -12,8 +12,7 @@ from bench.deploy import run_mininet
 from harness.testing import chaos
 from harness.testing.chaos import LABCTL, labctl
 from harness.testing.hoststate import differences, processes_mentioning, snapshot
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 from tests.e2e.conftest import leftovers
 
@@ -22,7 +21,7 @@ SERVER = "mininet_net.py"
 
 
 def test_mininet_cli_drives_the_lab_and_its_end_destroys_it() -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"), "e2emn")
+    plan = plan_from_file(TOPOLOGIES / "clos.yml", "e2emn")
     hosts = [n for n in plan.nodes if n.role.value == "host"]
     target = hosts[-1].loopback4
     commands = f"nodes\n{hosts[0].name} ping -c 2 -W 2 {target}\n" \
@@ -62,7 +61,7 @@ def test_the_deploy_benchs_mininet_baseline_leaves_the_hosts_limits_alone(
         tmp_path: Path) -> None:
     """`Mininet()` runs Mininet's fixLimits unless told it ran: the ARP table's limits, socket
     buffers and kernel.pty.max raised on the host for good. The bench's baseline must not."""
-    plan = augment(load_file(TOPOLOGIES / "pair.yml"), "e2emnb")
+    plan = plan_from_file(TOPOLOGIES / "pair.yml", "e2emnb")
     before = snapshot()
     assert run_mininet(plan, tmp_path) is not None  # Debian's mininet is installed here
     assert differences(before, snapshot()) == []

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from harness.agent.client import ask
-from harness.converge import wait_converged
-from harness.lab import Lab
+from harness.deploy.converge import wait_converged
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
 from harness.testing import plan_from
 from harness.testing.chaos import labctl
 from tests.conftest import TOPOLOGIES

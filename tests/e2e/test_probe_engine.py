@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import built
+from harness.core.build import built
+from harness.core.wait import none_left, wait_until
 from harness.linux.nsenter import NETNS_RUN_DIR, call_in_netns
 from harness.linux.scratch import scratch_netns
 from harness.spray.probe import ENGINE
@@ -62,9 +63,7 @@ class Peer:
         for plane in planes:
             self.socks[plane].sendto(PROBE.pack(MAGIC, 1, plane, self.epoch, number, 0, 0,
                                                 bytes(counts)), (ENGINE_ADDR, PORT))
-        deadline = time.monotonic() + 2
-        while self.queued() and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until(self.queued, 2, every=0.005, until=none_left)
         time.sleep(SETTLE_S)  # the verdicts follow the read at once
 
     def queued(self) -> int:
@@ -107,9 +106,7 @@ def peer(tmp_path: Path) -> Iterator[Peer]:
             engine_process = subprocess.Popen(["ip", "netns", "exec", engine, *argv],
                                               stdout=stdout, stderr=stderr)
         try:
-            deadline = time.monotonic() + 5
-            while "fl-probe:" not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(lambda: "fl-probe:" in log.read_text(), 5, every=0.02)
             yield Peer(far, engine, log, out)
         finally:
             engine_process.terminate()

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.lab import Lab
-from harness.nodes.switch import restart_agent
+from harness.deploy.lab import Lab, deploy
+from harness.nodes.switch.kind import restart_agent
 from harness.testing.plugin import RUNTIME
 from harness.testing.queues import queue_packets, sent_per_queue
 from harness.topology.augment import augment
@@ -52,8 +52,8 @@ BEST_EFFORT = (0, 10, 46)  # unmarked, AF11, EF: no profile's lossless or CNP cl
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    lab = Lab(augment(load_text(TOPOLOGY.format(profiles=", ".join(shipped())))), RUNTIME)
-    lab.deploy(timeout=90)
+    lab = deploy(augment(load_text(TOPOLOGY.format(profiles=", ".join(shipped())))),
+                 runtime=RUNTIME, timeout=90)
     yield lab
     lab.destroy()
 

@@ -13,16 +13,16 @@ import pytest
 from pyroute2.netlink import NETLINK_ADD_MEMBERSHIP, SOL_NETLINK
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE
 
-from harness.kernel import feature, has
+from harness.linux.features import feature, has
 from harness.linux.nsenter import NETNS_RUN_DIR, rtnl_socket
 from harness.linux.rtnl_batch import split
+from harness.linux.rtnl_messages import RTM_DELNEXTHOP
 from harness.linux.rtnl_route import RTM_DELROUTE
 from harness.linux.scratch import scratch_name, scratch_netns
-from harness.sai.kernel import SAI_TABLE, KernelBackend
-from harness.sai.netlink import RTM_DELNEXTHOP
-from harness.sai.status import Status
-from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, MySidKey, NeighborKey, ObjectType, RouteKey
+from harness.nodes.switch.sai.kernel import SAI_TABLE, KernelBackend
+from harness.nodes.switch.sai.status import Status
+from harness.nodes.switch.sai.switch import SaiSwitch
+from harness.nodes.switch.sai.types import IpPrefix, MySidKey, NeighborKey, ObjectType, RouteKey
 
 pytestmark = pytest.mark.e2e
 T = ObjectType

@@ -13,18 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.client import ask
-from harness.converge import wait_converged
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.paths import lab_netns_prefix
+from harness.core.wait import wait_until
+from harness.deploy.converge import wait_converged
+from harness.deploy.lab import Lab, deploy
 from harness.faults import Faults
-from harness.lab import Lab
 from harness.linux.nsenter import list_netns
-from harness.paths import lab_netns_prefix
-from harness.sai.kernel import SAI_TABLE
-from harness.status import lab_status
+from harness.nodes.columns import lab_status
+from harness.nodes.switch.agent.client import ask
+from harness.nodes.switch.sai.kernel import SAI_TABLE
 from harness.testing.plugin import RUNTIME
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
 from harness.topology.reachability import reachable_origins
 from tests.conftest import TOPOLOGIES
 
@@ -38,12 +37,8 @@ def labctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*LABCTL, *args], capture_output=True, text=True, timeout=120)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+def wait_for(what: str, check: Callable[[], object], timeout: float = 20.0) -> None:
+    wait_until(check, timeout, lambda _: AssertionError(f"timed out waiting for {what}"))
 
 
 def table(lab: Lab, node: str, number: int | str, prefix: str = "") -> str:
@@ -87,8 +82,7 @@ def answered_by(lab: Lab, reply: str, node: str) -> bool:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    lab = Lab(augment(load_file(TOPOLOGIES / "sai-fabric.yml"), NAME), RUNTIME)
-    lab.deploy(timeout=120)
+    lab = deploy(TOPOLOGIES / "sai-fabric.yml", name=NAME, runtime=RUNTIME, timeout=120)
     try:
         yield lab
     finally:

@@ -12,8 +12,8 @@ from itertools import permutations
 
 import pytest
 
-from harness.agent.client import ask
-from harness.lab import Lab
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
 from harness.spray.control import all_planes, planes_to_hosts, wait_spray
 from harness.testing import plan_from
 from harness.testing.chaos import labctl

@@ -6,19 +6,18 @@ KSM settings come back when the last lab that shares memory is destroyed."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.lab import Lab
+from harness.core.wait import wait_until
+from harness.deploy.lab import Lab
 from harness.linux import hostwide, ksm
 from harness.testing.footprint import command
 from harness.testing.hoststate import ksm_state
 from harness.testing.plugin import RUNTIME
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.skipif(RUNTIME == "docker", reason="the docker runtime cannot share "
@@ -34,8 +33,8 @@ def host_before() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def labs(host_before: dict[str, object]) -> Iterator[tuple[Lab, Lab]]:
-    shared = Lab(augment(load_file(TOPOLOGIES / "sai-fabric.yml"), "e2eksm"), RUNTIME, "on")
-    plain = Lab(augment(load_file(TOPOLOGIES / "pair.yml"), "e2eksmoff"), RUNTIME, "off")
+    shared = Lab(plan_from_file(TOPOLOGIES / "sai-fabric.yml", "e2eksm"), RUNTIME, "on")
+    plain = Lab(plan_from_file(TOPOLOGIES / "pair.yml", "e2eksmoff"), RUNTIME, "off")
     try:
         for lab in (shared, plain):
             lab.deploy(timeout=150)
@@ -97,19 +96,18 @@ def test_ksm_merges_most_of_the_bgpds_within_a_few_scans(labs: tuple[Lab, Lab]) 
     wake_s = int((ksm.KSM / "sleep_millisecs").read_text()) / 1000
     assert int((ksm.KSM / "pages_to_scan").read_text()) == ksm.IDLE_PAGES_TO_SCAN  # deployed
     scan_s = sum(anon.values()) / ksm.IDLE_PAGES_TO_SCAN * wake_s
-    deadline = time.monotonic() + max(10.0, 6 * scan_s)  # three scans, at half speed under load
+    timeout = max(10.0, 6 * scan_s)  # three scans, at half speed under load
     bgpds = [pid for pid in pids if command(pid) == "bgpd"]
     assert len(bgpds) == len(shared.node_names)
     def enough(merged: dict[int, int]) -> bool:
         return sum(merged.values()) >= sum(anon[pid] for pid in bgpds) / 2 and all(merged.values())
 
-    while True:
-        merged = {pid: int(status(pid)[1]["ksm_merging_pages"]) for pid in bgpds}
-        if enough(merged) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert enough(merged), f"merged pages of each bgpd {merged} against its anonymous pages " + \
-        str({pid: anon[pid] for pid in bgpds})
+    def merged() -> dict[int, int]:
+        return {pid: int(status(pid)[1]["ksm_merging_pages"]) for pid in bgpds}
+
+    wait_until(merged, timeout, lambda last: AssertionError(
+        f"merged pages of each bgpd {last} against its anonymous pages "
+        f"{ {pid: anon[pid] for pid in bgpds} }"), every=0.5, until=enough)
 
 
 def anonymous_pages(pid: int) -> int:

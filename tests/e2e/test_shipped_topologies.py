@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab import Lab
+from harness.deploy.lab import Lab
 from harness.testing.hoststate import differences, snapshot
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 from tests.e2e.conftest import leftovers
 
@@ -26,7 +25,7 @@ def test_there_are_shipped_topologies() -> None:
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_shipped_topology_builds_and_leaves_the_host_as_it_was(path: Path) -> None:
     name = f"ship-{path.stem}"[:24]
-    plan = augment(load_file(path), name)
+    plan = plan_from_file(path, name)
     before = snapshot()
     lab = Lab(plan)
     try:

@@ -19,10 +19,10 @@ from scapy.layers.inet import ICMP, IP
 from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6, IPv6ExtHdrSegmentRouting
 from scapy.utils import rdpcap
 
-from harness.kernel import feature, has
-from harness.sai import srv6_engine
-from harness.sai.kernel import SAI_TABLE
-from harness.sai.types import MySidKey, ObjectType
+from harness.linux.features import feature, has
+from harness.nodes.switch.sai import srv6_engine
+from harness.nodes.switch.sai.kernel import SAI_TABLE
+from harness.nodes.switch.sai.types import MySidKey, ObjectType
 from harness.testing import srv6_chain
 from harness.testing.srv6_chain import (
     LOOPBACK,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.lab import Lab
+from harness.deploy.lab import Lab
 from harness.testing.chaos import labctl
 from harness.traffic.collective import COLLECTIVES
 from tests.conftest import REPO, TOPOLOGIES

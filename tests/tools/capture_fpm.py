@@ -23,14 +23,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from harness.agent.client import ask  # noqa: E402
-from harness.agent.fpm import FPM_PORT  # noqa: E402
-from harness.lab import Lab  # noqa: E402
+from harness.core.paths import FRR_SBIN  # noqa: E402
+from harness.deploy.lab import deploy  # noqa: E402
 from harness.linux.nsenter import call_in_netns  # noqa: E402
 from harness.linux.processes import kill_and_reap  # noqa: E402
-from harness.paths import FRR_SBIN  # noqa: E402
-from harness.topology.augment import augment  # noqa: E402
-from harness.topology.loader import load_file  # noqa: E402
+from harness.nodes.switch.agent.client import ask  # noqa: E402
+from harness.nodes.switch.agent.fpm import FPM_PORT  # noqa: E402
 
 OUT = REPO / "tests" / "corpus" / "fpm"
 
@@ -38,8 +36,7 @@ OUT = REPO / "tests" / "corpus" / "fpm"
 def main() -> int:
     version = subprocess.run([str(FRR_SBIN / "zebra"), "--version"], capture_output=True,
                              text=True).stdout.split()[2]
-    lab = Lab(augment(load_file(REPO / "topologies" / "sai-fabric.yml"), "fpmcapture"))
-    lab.deploy(timeout=120)
+    lab = deploy(REPO / "topologies" / "sai-fabric.yml", name="fpmcapture", timeout=120)
     try:
         leaf1 = lab.frr("leaf1")
         kill_and_reap([int(ask(leaf1.workdir, {"cmd": "status"})["pid"])])

@@ -7,12 +7,7 @@ import struct
 
 import pytest
 
-from harness.agent.decode import Hop, RouteDelete, RouteUpdate, decode
-from harness.agent.fpm import FpmError, FpmReader, frame
-from harness.agent.orch import RouteOrch
-from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE
-from harness.sai.fake import FakeBackend
-from harness.sai.netlink import (
+from harness.linux.rtnl_messages import (
     NLM_F_CREATE,
     NLM_F_REPLACE,
     RTM_NEWNEXTHOP,
@@ -21,9 +16,14 @@ from harness.sai.netlink import (
     pack_group,
     route_message,
 )
-from harness.sai.status import Status
-from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, ObjectType
+from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE
+from harness.nodes.switch.agent.decode import Hop, RouteDelete, RouteUpdate, decode
+from harness.nodes.switch.agent.fpm import FpmError, FpmReader, frame
+from harness.nodes.switch.agent.orch import RouteOrch
+from harness.nodes.switch.sai.fake import FakeBackend
+from harness.nodes.switch.sai.status import Status
+from harness.nodes.switch.sai.switch import SaiSwitch
+from harness.nodes.switch.sai.types import IpPrefix, ObjectType
 
 T = ObjectType
 ETH1, ETH2 = 2, 3

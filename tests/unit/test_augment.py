@@ -5,17 +5,18 @@ from itertools import pairwise
 
 import pytest
 
+from harness.nodes.switch.render import sai_config
 from harness.topology.augment import augment
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 from harness.topology.reachability import reachable_origins
-from harness.topology.render_sai import sai_config
 from tests.conftest import TOPOLOGIES
 
 
 @pytest.fixture(scope="module")
 def clos() -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "clos.yml"))
+    return plan_from_file(TOPOLOGIES / "clos.yml")
 
 
 def test_every_link_gets_a_31_and_a_127(clos: LabPlan) -> None:

@@ -11,7 +11,8 @@ from harness.fabrics.bag import FABRIC, BagParameterError, BagParams, check
 from harness.fabrics.base import render
 from harness.topology.augment import augment
 from harness.topology.fibre import one_way_delay_us
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 from harness.topology.reachability import reachable_origins
 from harness.topology.schema import Role
@@ -20,7 +21,7 @@ from tests.conftest import TOPOLOGIES, regenerated
 
 @pytest.fixture(scope="module")
 def mini() -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "bag-mini.yml"))
+    return plan_from_file(TOPOLOGIES / "bag-mini.yml")
 
 
 def test_the_shipped_file_is_what_its_generated_by_command_writes(tmp_path: Path) -> None:

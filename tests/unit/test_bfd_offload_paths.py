@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.paths import LAB_NAME_MAX, bfd_socket_dir
 from harness.nodes.bfd.offload import DPLANE_PATH_MAX, bfdd_args
-from harness.paths import LAB_NAME_MAX, bfd_socket_dir
 
 
 def test_the_longest_lab_and_node_names_fit() -> None:

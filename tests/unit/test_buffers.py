@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.buffers import LOSSLESS_PG, BufferOrch
-from harness.agent.cable import Measurement, far_end
-from harness.sai.fake import FakeBackend
-from harness.sai.headroom import Headroom
-from harness.sai.switch import SaiSwitch
-from harness.sai.types import ObjectType
+from harness.nodes.switch.agent.buffers import LOSSLESS_PG, BufferOrch
+from harness.nodes.switch.agent.cable import Measurement, far_end
+from harness.nodes.switch.sai.fake import FakeBackend
+from harness.nodes.switch.sai.headroom import Headroom
+from harness.nodes.switch.sai.switch import SaiSwitch
+from harness.nodes.switch.sai.types import ObjectType
 
 T = ObjectType
 SPEED_MBPS = 400_000

@@ -11,9 +11,9 @@ import pytest
 from harness.cli import parse
 from harness.cli.labref import lab_name
 from harness.cli.lifecycle import remove_saved_configs, saved_configs
-from harness.errors import LabError, TopologyError
-from harness.topology.augment import augment
+from harness.core.errors import LabError, TopologyError
 from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import REPO, TOPOLOGIES
 
 NUMBERED = REPO / "tests" / "labs" / "numbered-clos"
@@ -55,7 +55,7 @@ def test_a_bad_argument_prints_that_subcommands_usage(argv: list[str], usage: st
 def _saved(tmp_path: Path) -> tuple[Path, Path]:
     topology = tmp_path / "pair.yml"
     shutil.copy(TOPOLOGIES / "pair.yml", topology)
-    folder = saved_configs(augment(load_file(topology)))
+    folder = saved_configs(plan_from_file(topology))
     for node in ("r1", "r2"):
         (folder / node).mkdir(parents=True)
         (folder / node / "frr.conf").write_text("hostname x\n")

@@ -8,13 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.core.wait import wait_until
 from harness.traffic.collective import (
     ALGORITHMS,
     COLLECTIVES,
@@ -102,10 +102,8 @@ def _record(path: Path) -> dict:
 
 def test_a_killed_replica_is_excluded_and_the_survivors_keep_training(training) -> None:
     result, procs = training
-    deadline = time.monotonic() + 30
-    while len(_record(result).get("iterations", [])) < 3:
-        assert time.monotonic() < deadline, "the first iterations did not complete"
-        time.sleep(0.01)
+    wait_until(lambda: len(_record(result).get("iterations", [])) >= 3, 30,
+               lambda _: AssertionError("the first iterations did not complete"), every=0.01)
     procs["h2"].send_signal(signal.SIGKILL)
     assert procs["rendezvous"].wait(timeout=60) == 0
     record = _record(result)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TopologyError
+from harness.core.errors import TopologyError
 from harness.nodes.neighbours import Neighbour, is_up, parse
 from harness.topology.augment import augment
 from harness.topology.binds import bound_file, parse_bind
@@ -20,7 +20,8 @@ from harness.topology.frr_image import (
     is_frr_image,
     log_paths_in_lab,
 )
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.schema import Kind
 from tests.conftest import TOPOLOGIES
 
@@ -58,7 +59,7 @@ topology:
     a: {exec: [n], labels: {l: n}, binds: ["n:/y"]}
     b: {group: g2}
 """)
-    plan = augment(load_file(tmp_path / "lab.yml"))
+    plan = plan_from_file(tmp_path / "lab.yml")
     a, b = plan.node("a"), plan.node("b")
     assert (a.kind, a.image, a.group) == (Kind.linux, "k", "g1")
     assert a.env == {"A": "d", "B": "k", "C": "g"} and a.labels == {"l": "n"}
@@ -140,7 +141,7 @@ router ospf6
 
 
 def test_shipped_containerlab_labs_plan_as_user_configured() -> None:
-    plan = augment(load_file(LABS / "ospf-triangle" / "ospf-triangle.clab.yml"),
+    plan = plan_from_file(LABS / "ospf-triangle" / "ospf-triangle.clab.yml",
                    node_filter=["r1", "r2", "pc1"])
     r1 = plan.node("r1")
     assert (r1.kind, r1.role, r1.daemons) == (Kind.frr, None, ["zebra", "ospfd"])
@@ -149,21 +150,21 @@ def test_shipped_containerlab_labs_plan_as_user_configured() -> None:
     assert [n.name for n in plan.nodes] == ["r1", "r2", "pc1"]
     assert any("skipped: r3 is not in --node-filter" in n for n in plan.notes)
     assert any(n.startswith("mgmt-ipv4 ignored") and n.endswith("r2") for n in plan.notes)
-    numbered = augment(load_file(LABS / "numbered-clos" / "numbered-clos.clab.yml"))
+    numbered = plan_from_file(LABS / "numbered-clos" / "numbered-clos.clab.yml")
     assert numbered.node("spine1").daemons == ["zebra", "bgpd", "staticd"]
     assert numbered.node("seg3").kind is Kind.bridge
     with pytest.raises(TopologyError, match="--node-filter names nosuch"):
-        augment(load_file(LABS / "numbered-clos" / "numbered-clos.clab.yml"),
+        plan_from_file(LABS / "numbered-clos" / "numbered-clos.clab.yml",
                 node_filter=["nosuch"])
 
 
 def test_export_loads_back_as_frr_nodes_with_their_addresses(tmp_path: Path) -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     images = {"switch": "fabric-lab/switch:t", "host": "fabric-lab/host:t"}
     for relative, text in export_clab(plan, images).items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text(text)
-    again = augment(load_file(tmp_path / "clos.clab.yml"))
+    again = plan_from_file(tmp_path / "clos.clab.yml")
     assert [n.name for n in again.nodes] == [n.name for n in plan.nodes]
     spine = again.node("spine1")
     assert spine.kind is Kind.frr and spine.exec == [] and spine.daemons == [

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TopologyError
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.core.errors import TopologyError
+from harness.topology.pipeline import plan_from_file
 
 CORPUS = sorted((Path(__file__).parent.parent / "corpus" / "bad").glob("*.yml"))
 
@@ -30,7 +29,7 @@ def test_corpus_is_big_enough() -> None:
 def test_bad_file_is_rejected_at_its_key(path: Path) -> None:
     want = expectations(path)
     with pytest.raises(TopologyError) as caught:
-        augment(load_file(path))
+        plan_from_file(path)
     problems = caught.value.problems
     match = [p for p in problems if want["expect"] in f"{p.message} {p.fix}"]
     assert match, f"no problem mentions {want['expect']!r}: {caught.value}"

@@ -13,13 +13,12 @@ from typing import ClassVar
 import pytest
 
 from harness import runtime
+from harness.core.errors import LabError
+from harness.deploy.lab import JOURNAL_FILE, PLAN_FILE, Lab, destroy_lab
 from harness.deploy.stages import Progress, Stage, create_nodes, deploy_stages, run_exec
-from harness.errors import LabError
-from harness.lab import JOURNAL_FILE, PLAN_FILE, Lab, destroy_lab
 from harness.linux.journal import Journal
 from harness.runtime.context import LabContext
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan, NodePlan
 
 TOPOLOGIES = Path(__file__).parent.parent.parent / "topologies"
@@ -76,7 +75,7 @@ def plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LabPlan:
     EVENTS.clear()
     FakeRuntime.nodes.clear()
     FakeRuntime.failing = set()
-    plan = augment(load_file(TOPOLOGIES / "pair.yml"), "stages")
+    plan = plan_from_file(TOPOLOGIES / "pair.yml", "stages")
     r1 = plan.node("r1").model_copy(update={"exec": ["echo one", "echo two"]})
     return plan.model_copy(update={"nodes": [r1, plan.node("r2")]})
 

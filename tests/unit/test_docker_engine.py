@@ -14,13 +14,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.paths import lab_dir
 from harness.linux.journal import Journal
-from harness.paths import lab_dir
 from harness.runtime import docker_engine
 from harness.runtime.docker import CAPABILITIES, LAB_LABEL, NODE_LABEL, DockerRuntime
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 
 
 class FakeDockerd(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -148,7 +147,7 @@ topology:
   nodes:
     a: {kind: linux, image: alpine, env: {MODE: test}, binds: ["data:/data:ro"]}
 """)
-    [node] = augment(load_file(tmp_path / "lab.yml")).nodes
+    [node] = plan_from_file(tmp_path / "lab.yml").nodes
     node = node.model_copy(update={"image": "fabric-lab/host:x"})
     dockerd.routes.update({("POST", "/containers/create"): (201, {"Id": "c1"}),
                            ("POST", "/containers/c1/start"): (204, None),

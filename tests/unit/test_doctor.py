@@ -1,4 +1,4 @@
-"""doctor's verdict (harness/verdict.py) on made-up hosts, and doctor without root: it says
+"""doctor's verdict (harness/deploy/readiness.py) on made-up hosts, and doctor without root: it says
 what needs root and exits 1, never a traceback, and probes nothing."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import os
 import pytest
 
 from harness.cli import doctor as doctor_cli
-from harness.kernel import Tool
+from harness.deploy.readiness import Host, verdict
+from harness.linux.features import Tool
 from harness.topology.augment import augment
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
-from harness.verdict import Host, verdict
 from tests.conftest import TOPOLOGIES
 
 IMPAIRED = """
@@ -38,7 +39,7 @@ def longhaul() -> LabPlan:
 
 @pytest.fixture(scope="module")
 def fpf_mini() -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "fpf-mini.yml"))
+    return plan_from_file(TOPOLOGIES / "fpf-mini.yml")
 
 
 def test_impaired_links_take_netem_then_the_userspace_engine_then_cannot(longhaul) -> None:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.fabrics.fpf import FpfParams, plan
 from harness.faults import Faults, injector, registry
 from harness.faults.targets import node_addresses, resolve_link

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.decode import (
+from harness.nodes.switch.agent.decode import (
     Event,
     NexthopDelete,
     NexthopUpdate,
@@ -17,7 +17,7 @@ from harness.agent.decode import (
     RouteUpdate,
     decode,
 )
-from harness.agent.fpm import FpmError, FpmReader
+from harness.nodes.switch.agent.fpm import FpmError, FpmReader
 
 CAPTURES = sorted((Path(__file__).parent.parent / "corpus" / "fpm").glob("zebra-*.fpm"))
 

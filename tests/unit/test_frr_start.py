@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.linux.journal import Journal
 from harness.nodes import frr as frr_module
 from harness.nodes.frr import Frr
 from harness.runtime.node import Node
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 
 FAKE_DAEMON = """#!/bin/sh
@@ -71,7 +70,7 @@ def frr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Frr:
     monkeypatch.setattr(frr_module, "FRR_SBIN", sbin)
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}",
            "FAKE_LOG": str(tmp_path / "calls")}
-    node = Node(augment(load_file(TOPOLOGIES / "pair.yml")).node("r1"),
+    node = Node(plan_from_file(TOPOLOGIES / "pair.yml").node("r1"),
                 LocalRuntime(env))  # type: ignore[arg-type]
     frr = Frr(node, tmp_path / "r1", "fl.test.r1")
     frr.prepare("router bgp 65001\n")

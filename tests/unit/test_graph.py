@@ -3,14 +3,15 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from harness.graph import CHAR_W, layout, to_dot, to_html, to_mermaid
 from harness.topology.augment import augment
-from harness.topology.loader import load_file, load_text
+from harness.topology.drawing import CHAR_W, layout, to_dot, to_html, to_mermaid
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 
 
 def test_every_node_and_link_is_drawn() -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     dot, mermaid, html = to_dot(plan), to_mermaid(plan), to_html(plan)
     for node in plan.nodes:
         assert f'"{node.name}"' in dot and f"{node.name}[" in mermaid and node.name in html
@@ -20,7 +21,7 @@ def test_every_node_and_link_is_drawn() -> None:
 
 
 def test_layers_put_hosts_below_spines() -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     boxes = layout(plan).boxes
     assert boxes["host1"].y > boxes["leaf1"].y > boxes["spine1"].y
 
@@ -37,7 +38,7 @@ topology:
 
 def test_fpf_is_drawn_by_plane_with_no_box_overlapping_another() -> None:
     """fpf-mini's 16 leaves used to share one row 1200 wide: boxes overlapped, names were cut."""
-    plan = augment(load_file(TOPOLOGIES / "fpf-mini.yml"))
+    plan = plan_from_file(TOPOLOGIES / "fpf-mini.yml")
     drawn = layout(plan)
     assert [g.label for g in drawn.groups] == [f"plane {p}" for p in range(8)]
     for group in drawn.groups:  # a plane's nodes inside its group

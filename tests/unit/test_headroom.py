@@ -1,10 +1,10 @@
-"""PFC headroom (harness/sai/headroom.py) against the sum worked by hand."""
+"""PFC headroom (harness/nodes/switch/sai/headroom.py) against the sum worked by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.sai.headroom import DEFAULT_MTU, Headroom, for_km
+from harness.nodes.switch.sai.headroom import DEFAULT_MTU, Headroom, for_km
 from harness.topology.fibre import FIBRE_US_PER_KM
 
 G = 1_000_000_000

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.runtime.context import BUSY_EXTENSIONS, LabContext
 
 TIMEOUT_S = 0.5

@@ -8,12 +8,12 @@ import pytest
 
 from harness.cli import build_parser
 from harness.cli.netem import parse_target
-from harness.errors import LabError
-from harness.kernel import Feature
-from harness.lab import Lab
+from harness.core.errors import LabError
+from harness.deploy.lab import Lab
 from harness.links import impair
 from harness.links.impair import backend
 from harness.links.impair.backend import CHOICE_ENV, select_backend
+from harness.linux.features import Feature
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.plan import Endpoint, Impairment, Lossless

@@ -13,7 +13,7 @@ from itertools import pairwise
 import pytest
 
 from harness.links.impair import engine
-from harness.sai import headroom
+from harness.nodes.switch.sai import headroom
 from harness.topology.fibre import FIBRE_US_PER_KM
 from harness.topology.plan import Impairment, Lossless
 
@@ -151,3 +151,4 @@ def test_a_lossless_class_needs_a_line_rate_and_a_drain_rate() -> None:
     out = subprocess.run([str(engine.binary()), "simulate", "pfc_xoff=1000"], input="",
                          capture_output=True, text=True)
     assert out.returncode == 2 and "needs rate_bps and pfc_drain_bps" in out.stderr
+

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.linux import ksm
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 from tests.conftest import TOPOLOGIES
 
@@ -30,12 +29,12 @@ class FakeKsmd:
 
 @pytest.fixture
 def fpf_mini() -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "fpf-mini.yml"))  # 28 FRR nodes: ~1.5 GiB unshared
+    return plan_from_file(TOPOLOGIES / "fpf-mini.yml")  # 28 FRR nodes: ~1.5 GiB unshared
 
 
 @pytest.fixture
 def fpf_64() -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "fpf-64.yml"))  # 112 FRR nodes
+    return plan_from_file(TOPOLOGIES / "fpf-64.yml")  # 112 FRR nodes
 
 
 @pytest.fixture

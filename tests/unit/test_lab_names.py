@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli.labref import lab_name
-from harness.errors import LabError
-from harness.paths import check_lab_name, is_lab_name, lab_dir, labs_root
+from harness.core.errors import LabError
+from harness.core.paths import check_lab_name, is_lab_name, lab_dir, labs_root
 
 TOPOLOGIES = Path(__file__).parent.parent.parent / "topologies"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import TopologyError
+from harness.core.errors import TopologyError
 from harness.topology.augment import augment
 from harness.topology.loader import dump_yaml, load_text
 from harness.topology.plan import LabPlan

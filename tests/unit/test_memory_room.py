@@ -7,11 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.core.errors import LabError
 from harness.deploy import memory
-from harness.errors import LabError
 from harness.linux import ksm
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 from tests.conftest import TOPOLOGIES
 
@@ -36,7 +35,7 @@ def host(monkeypatch: pytest.MonkeyPatch, available: list[float], scans: list[in
 
 
 def pair(share: bool) -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "pair.yml")).model_copy(update={"share_memory": share})
+    return plan_from_file(TOPOLOGIES / "pair.yml").model_copy(update={"share_memory": share})
 
 
 def test_a_node_starts_at_once_when_there_is_room(monkeypatch: pytest.MonkeyPatch) -> None:

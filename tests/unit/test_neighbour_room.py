@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import kernel
+from harness.linux import features as kernel
 from harness.testing import plan_from
 
 STATS_HEADER = "entries  allocs   destroys\n"

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from harness.platform.lifecycle import initial
-from harness.platform.model import (
+from harness.nodes.switch.platform.lifecycle import initial
+from harness.nodes.switch.platform.model import (
     ASIC_RISE_PER_LOST_FAN_C,
     MAX_RPM,
     from_dict,
 )
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from tests.conftest import TOPOLOGIES
 
-POD = augment(load_file(TOPOLOGIES / "scaleup-16.yml"))
+POD = plan_from_file(TOPOLOGIES / "scaleup-16.yml")
 
 
 @pytest.fixture

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TopologyError
-from harness.sai.queues import classid, dscp_to_queue
+from harness.core.errors import TopologyError
+from harness.nodes.switch.render import sai_config
+from harness.nodes.switch.sai.queues import classid, dscp_to_queue
 from harness.topology.augment import augment
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.qos import shipped
-from harness.topology.render_sai import sai_config
 
 LAB = """
 name: qoslab
@@ -81,7 +82,7 @@ def test_a_dscp_two_profiles_disagree_on_is_refused_in_each_file(tmp_path: Path)
         "ecn: {min_bytes: 100000, max_bytes: 200000, probability: 10}\n")
     (tmp_path / "lab.yml").write_text(lab_text(["nvidia-spectrum", "voice.yml"]))
     with pytest.raises(TopologyError) as caught:
-        augment(load_file(tmp_path / "lab.yml"))
+        plan_from_file(tmp_path / "lab.yml")
     text = str(caught.value)
     assert "DSCP 26 is lossless in NVIDIA Spectrum" in text
     assert "best effort in voice gear" in text
@@ -104,7 +105,7 @@ def test_a_profile_whose_lossless_class_no_dscp_reaches_is_refused(tmp_path: Pat
         "ecn: {min_bytes: 1, max_bytes: 2, probability: 1}\n")
     (tmp_path / "lab.yml").write_text(lab_text(["odd.yml"]))
     with pytest.raises(TopologyError, match="traffic class 4 is lossless or CNP but no DSCP"):
-        augment(load_file(tmp_path / "lab.yml"))
+        plan_from_file(tmp_path / "lab.yml")
 
 
 def test_the_lossless_and_cnp_classes_need_their_own_queues() -> None:

@@ -7,18 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TopologyError
+from harness.core.errors import TopologyError
 from harness.fabrics.rbb import RbbParameterError, RbbParams, check, generate
+from harness.nodes.switch.render import sai_config, te_policies
 from harness.topology.augment import augment
-from harness.topology.loader import dump_yaml, load_file, load_text
+from harness.topology.loader import dump_yaml, load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
-from harness.topology.render_sai import sai_config, te_policies
 from tests.conftest import TOPOLOGIES, regenerated
 
 
 @pytest.fixture(scope="module")
 def mini() -> LabPlan:
-    return augment(load_file(TOPOLOGIES / "rbb-mini.yml"))
+    return plan_from_file(TOPOLOGIES / "rbb-mini.yml")
 
 
 def test_the_shipped_file_is_what_its_generated_by_command_writes(tmp_path: Path) -> None:
@@ -134,7 +135,7 @@ def test_joined_to_a_bag_lab_its_regions_are_the_campuses(tmp_path: Path) -> Non
                            ("bb3", "r2-bag2")}
     source = tmp_path / "bag-rbb.yml"
     source.write_text(dump_yaml(joined))
-    plan = augment(load_file(source))
+    plan = plan_from_file(source)
     assert [n.name for n in plan.nodes if n.locator] == ["bb1", "bb2", "bb3", "bb4"]
     with pytest.raises(RbbParameterError, match="the joined BAG lab has 2 regions"):
         generate(RbbParams(routers=4, campuses=3, join=str(TOPOLOGIES / "bag-mini.yml")))

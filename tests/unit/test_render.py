@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 from harness.topology.augment import augment
-from harness.topology.loader import load_file, load_text
+from harness.topology.loader import load_text
+from harness.topology.pipeline import plan_from_file
 from harness.topology.render import bfd_attachment, render_frr
 from tests.conftest import TOPOLOGIES
 
 
 def test_frr_config_has_every_planned_session() -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     for node in plan.nodes:
         text = render_frr(plan, node, "/tmp/frr.log")
         assert f"router bgp {node.asn}" in text
@@ -20,12 +21,12 @@ def test_frr_config_has_every_planned_session() -> None:
 
 
 def test_a_big_lab_under_bfd_renders_its_stretched_bgp_timers() -> None:
-    plan = augment(load_file(TOPOLOGIES / "fpf-64.yml"))  # 1,152 session ends: 6 s / 18 s
+    plan = plan_from_file(TOPOLOGIES / "fpf-64.yml")  # 1,152 session ends: 6 s / 18 s
     assert " timers bgp 6 18\n" in render_frr(plan, plan.nodes[0], "/tmp/frr.log")
 
 
 def test_hosts_export_only_their_own_prefixes() -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     host = render_frr(plan, plan.node("host1"), "/tmp/frr.log")
     leaf = render_frr(plan, plan.node("leaf1"), "/tmp/frr.log")
     assert "route-map EXPORT-LOCAL out" in host and "EXPORT-LOCAL" not in leaf
@@ -63,7 +64,7 @@ def test_a_node_boots_without_bfd_on_its_sessions_and_gets_it_once_bgp_is_up() -
 def test_one_end_of_each_session_opens_it_the_upper_tier_waits() -> None:
     """Both ends opening at once made FRR 8.4 drop sessions at deploy: the upper tier (between
     equal roles, the later name) waits for the other to connect."""
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     tier = {"host": 0, "leaf": 1, "spine": 2}
     for node in plan.nodes:
         text = render_frr(plan, node, "/x")
@@ -95,7 +96,7 @@ topology:
 def test_bag_switches_advertise_the_paths_they_have_as_link_bandwidth() -> None:
     """Every session of a BAG switch sends its routes with FRR's num-multipaths link
     bandwidth; a building's spine sends none (it weights what the BAG switches send)."""
-    plan = augment(load_file(TOPOLOGIES / "bag-mini.yml"))
+    plan = plan_from_file(TOPOLOGIES / "bag-mini.yml")
     bag = render_frr(plan, plan.node("r1-bag1"), "/dev/null")
     assert "set extcommunity bandwidth num-multipaths" in bag
     sessions = plan.sessions_of("r1-bag1")

@@ -6,12 +6,12 @@ from ipaddress import ip_network
 
 import pytest
 
-from harness.sai.backend import Discovery
-from harness.sai.capacity import CapacityProfile
-from harness.sai.fake import FakeBackend
-from harness.sai.status import Status
-from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, ObjectType, RouteKey, format_oid, oid_type
+from harness.nodes.switch.sai.backend import Discovery
+from harness.nodes.switch.sai.capacity import CapacityProfile
+from harness.nodes.switch.sai.fake import FakeBackend
+from harness.nodes.switch.sai.status import Status
+from harness.nodes.switch.sai.switch import SaiSwitch
+from harness.nodes.switch.sai.types import IpPrefix, ObjectType, RouteKey, format_oid, oid_type
 
 T = ObjectType
 
@@ -210,7 +210,7 @@ def test_srv6_sid_lists_and_my_sids_validate_their_behaviour() -> None:
                                         "SAI_NEXT_HOP_ATTR_SRV6_SIDLIST_ID": sids,
                                         "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": rif})
     assert status.ok and sw.remove(sids) is Status.OBJECT_IN_USE
-    from harness.sai.types import MySidKey
+    from harness.nodes.switch.sai.types import MySidKey
     key = MySidKey(sw.default_vr, ip_network("fc00:0:3::/128").network_address)
     end_x = {"SAI_MY_SID_ENTRY_ATTR_ENDPOINT_BEHAVIOR": "SAI_MY_SID_ENTRY_ENDPOINT_BEHAVIOR_X"}
     assert sw.create(T.MY_SID_ENTRY, end_x, key=key)[0] is Status.INVALID_PARAMETER

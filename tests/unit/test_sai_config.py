@@ -12,13 +12,19 @@ from typing import Any
 
 import pytest
 
-from harness.agent.config import ConfigError, ConfigOrch, parse, read
-from harness.agent.orch import RouteOrch
-from harness.sai.backend import Discovery, MySidFound, SidListFound
-from harness.sai.fake import FakeBackend
-from harness.sai.records import MySidEntry, NextHop, NextHopGroupMember, RouteEntry, Srv6SidList
-from harness.sai.switch import SaiSwitch
-from harness.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
+from harness.nodes.switch.agent.config import ConfigError, ConfigOrch, parse, read
+from harness.nodes.switch.agent.orch import RouteOrch
+from harness.nodes.switch.sai.backend import Discovery, MySidFound, SidListFound
+from harness.nodes.switch.sai.fake import FakeBackend
+from harness.nodes.switch.sai.records import (
+    MySidEntry,
+    NextHop,
+    NextHopGroupMember,
+    RouteEntry,
+    Srv6SidList,
+)
+from harness.nodes.switch.sai.switch import SaiSwitch
+from harness.nodes.switch.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
 from tests.unit.test_agent import ETH1, ETH2, ecmp, route
 
 T = ObjectType
@@ -49,7 +55,7 @@ DOCUMENT = {
 
 class Switch:
     """A switch with two ports, its route orchestrator and its configuration channel, as the
-    agent boots them (harness/agent/main.py)."""
+    agent boots them (harness/nodes/switch/agent/main.py)."""
 
     def __init__(self, discovery: Discovery | None = None) -> None:
         self.backend = FakeBackend(discovery)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TopologyError
+from harness.core.errors import TopologyError
 from harness.fabrics.scaleup import (
     ScaleupParameterError,
     ScaleupParams,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.stats import percentile, spread
+from harness.core.stats import percentile, spread
 
 samples = st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=200)
 

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError, TopologyError
+from harness.core.errors import LabError, TopologyError
 from harness.faults.targets import select_nodes
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.topology.pipeline import plan_from_file
 from harness.training.exercise import load_exercise, shipped
 from harness.training.template import Renderer
 from tests.conftest import TOPOLOGIES
@@ -26,7 +25,7 @@ def test_the_asked_exercises_ship() -> None:
 @pytest.mark.parametrize("path", shipped(), ids=lambda p: p.stem)
 def test_a_shipped_exercise_renders_against_its_topology(path: Path) -> None:
     ex = load_exercise(path)
-    plan = augment(load_file(ex.topology_file), ex.name)
+    plan = plan_from_file(ex.topology_file, ex.name)
     render = Renderer(plan).render
     for step in [*ex.setup, *ex.solution]:
         fields = step.model_dump()
@@ -87,7 +86,7 @@ def test_a_bad_exercise_names_file_line_and_key(tmp_path: Path, change: tuple[st
 
 
 def test_an_unknown_name_in_a_template_is_an_error() -> None:
-    plan = augment(load_file(TOPOLOGIES / "clos.yml"))
+    plan = plan_from_file(TOPOLOGIES / "clos.yml")
     render = Renderer(plan).render
     assert render("{{ asn('spine1') + 1 }}") == plan.node("spine1").asn + 1
     spine_end = plan.node("spine1").interfaces[0].ipv4.split("/")[0]  # leaf1:eth1's peer

@@ -12,9 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.errors import TopologyError
-from harness.topology.augment import augment
-from harness.topology.loader import load_file
+from harness.core.errors import TopologyError
+from harness.topology.pipeline import plan_from_file
 from harness.traffic.collective import COLLECTIVES
 from harness.validation.checks import judge_all
 from harness.validation.profile import Check, Profile, load_profile
@@ -50,7 +49,7 @@ def test_a_bad_profile_names_file_line_and_key(tmp_path: Path, text: str, where:
 
 
 def test_hosts_alternate_between_regions_and_tiers_skip_what_does_not_fit() -> None:
-    lab = SimpleNamespace(plan=augment(load_file(TOPOLOGIES / "bag-mini.yml")))
+    lab = SimpleNamespace(plan=plan_from_file(TOPOLOGIES / "bag-mini.yml"))
     order = spread(lab)
     regions = [lab.plan.node(h).region for h in order]
     assert all(a != b for a, b in itertools.pairwise(regions)), regions
@@ -103,3 +102,4 @@ def test_ranks_over_loopback_run_every_collective_and_check_it(tmp_path: Path) -
     p2p = results[0]["p2p"]
     assert [(p["a"], p["b"], len(p["rtt_us"])) for p in p2p] == [("r0", "r2", 20)]
     assert results[1]["p2p"] == results[2]["p2p"] == [], "the pair's first rank reports it"
+

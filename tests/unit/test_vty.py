@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.nodes.vty import vty_show
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.links.impair import state as states
 from harness.links.impair.backend import BACKENDS, select_backend
 from harness.topology.plan import Endpoint, Impairment

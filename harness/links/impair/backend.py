@@ -1,7 +1,7 @@
 """One interface, two ways to impair a link; the kernel decides which one a host uses.
 
 `tc netem` where sch_netem exists, otherwise the userspace engine behind a tc redirect. The
-choice is made by probing (harness/kernel.py), never assumed, and every state file records
+choice is made by probing (harness/linux/features.py), never assumed, and every state file records
 the backend that really applied it. FABRIC_LAB_IMPAIR=userspace forces the userspace path on a
 netem kernel (to compare the two); forcing netem where it does not exist is an error.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Protocol
 
-from harness.errors import LabError
-from harness.kernel import feature
+from harness.core.errors import LabError
 from harness.links.impair.netem import NetemBackend
 from harness.links.impair.state import LinkState
 from harness.links.impair.userspace import UserspaceBackend
+from harness.linux.features import feature
 from harness.topology.plan import Endpoint, Impairment
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 The engine is C because the per-packet work (read, decide, hold, send) must reach well over
 50k packets/s per direction on a 2-core box while FRR and traffic share the cores; Python owns
-everything else. `make` builds it (harness/build.py); container images carry it prebuilt.
+everything else. `make` builds it (harness/core/build.py); container images carry it prebuilt.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from harness.build import built
-from harness.errors import LabError
+from harness.core.build import built
+from harness.core.errors import LabError
 from harness.topology.plan import Impairment
 
 ENGINE = "fl-impair"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 from harness.links.impair.state import LinkState
 from harness.topology.plan import Endpoint, Impairment
 

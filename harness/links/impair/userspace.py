@@ -14,11 +14,11 @@ reports the endpoint as broken instead of claiming an impairment that is not the
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
+from harness.core.wait import wait_until
 from harness.links.impair import engine
 from harness.links.impair.state import LinkState, control_path, state_dir
 from harness.linux.journal import process_start_time
@@ -99,16 +99,10 @@ class UserspaceBackend:
     @staticmethod
     def _wait_ready(lab: LabContext, state: LinkState, log: Path) -> None:
         """Ready once its control socket answers (it binds that last, after the TAP)."""
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            try:
-                engine.stats(str(state.control))
-                return
-            except LabError:
-                if _host_pid(lab, state) is None or time.monotonic() > deadline:
-                    raise LabError(f"{state.endpoint}: impairment engine did not start: "
-                                   f"{log.read_text().strip()[-300:] or 'no output'}") from None
-                time.sleep(0.01)
+        wait_until(lambda: engine.stats(str(state.control)), READY_TIMEOUT, lambda _: LabError(
+            f"{state.endpoint}: impairment engine did not start: "
+            f"{log.read_text().strip()[-300:] or 'no output'}"), every=0.01, until=lambda _: True,
+            retry=LabError, alive=lambda: _host_pid(lab, state) is not None)
 
     def clear(self, lab: LabContext, state: LinkState) -> None:
         lab.node(state.endpoint.node).cmd(*unredirect_argv(state.endpoint.iface))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import LabError
+from harness.core.errors import LabError
 
 if TYPE_CHECKING:
     from harness.runtime.node import Node

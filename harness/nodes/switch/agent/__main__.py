@@ -1,0 +1,5 @@
+import sys
+
+from harness.nodes.switch.agent.main import main
+
+sys.exit(main())

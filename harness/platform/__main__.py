@@ -1,5 +1,0 @@
-import sys
-
-from harness.platform.daemon import main
-
-sys.exit(main())
