@@ -18,7 +18,7 @@ DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e
 	tests/e2e/test_impair.py tests/e2e/test_rbb.py tests/e2e/test_ansible.py tests/e2e/test_platform.py tests/e2e/test_qos.py \
 	tests/e2e/test_lifecycle.py::test_sigkill_at_random_points_then_destroy_leaves_nothing
 
-.PHONY: lab test test-docker docker images destroy setup debs bench nightly lint clean
+.PHONY: lab test test-docker docker images destroy setup debs bench nightly lint docs clean
 
 ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable
 
@@ -37,7 +37,7 @@ debs:
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ops]'
+	$(PY) -m pip install -q -e '.[test,ops,docs]'
 	@touch $@
 
 # The C programs. Each build writes a temporary file of its own: on a fresh checkout, labs or
@@ -80,9 +80,14 @@ destroy: setup
 lint: setup
 	$(VENV)/bin/ruff check --no-cache .
 
+# The manual as a site in build/site/; strict: a broken link or anchor, or a page missing from
+# the navigation, fails the build (and so `make test`).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
+
 # Unit tests as `nobody` first (they must need no root), then everything as root on the
 # netns runtime, then the fabric suites again on the docker runtime.
-test: setup lint
+test: setup lint docs
 	@$(MAKE) --no-print-directory debs EXTRA_DEBS="$(TEST_DEB_PACKAGES)"
 	bash tests/tools/unit-unprivileged.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
