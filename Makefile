@@ -20,6 +20,9 @@ DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e
 
 .PHONY: lab test test-docker docker images destroy setup debs bench nightly lint docs clean
 
+# Every engine shares one header (time, errors, TAP and packet-socket set-up).
+ENGINE_H := harness/core/fl_engine.h
+ENGINE_CFLAGS := -O2 -Wall -Wextra -Iharness/core
 ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable
 
 setup: debs $(VENV)/.installed $(ENGINES)
@@ -44,29 +47,29 @@ $(VENV)/.installed: pyproject.toml
 # tests starting at once all run these rules (harness/core/build.py), and a shared one raced.
 
 # The userspace impairment engine; harness/links/impair/engine.py runs this rule on demand too.
-build/fl-impair: harness/links/impair/fl_impair.c
+build/fl-impair: harness/links/impair/fl_impair.c $(ENGINE_H)
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
 # The BFD offload bfdd hands its sessions to (harness/nodes/bfd/offload.py).
-build/fl-bfd: harness/nodes/bfd/fl_bfd.c
+build/fl-bfd: harness/nodes/bfd/fl_bfd.c $(ENGINE_H)
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< -lm && mv $@.$$$$.tmp $@
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< -lm && mv $@.$$$$.tmp $@
 
 # The multi-plane host NIC's data-plane path check (harness/spray/probe.py).
-build/fl-probe: harness/spray/fl_probe.c
+build/fl-probe: harness/spray/fl_probe.c $(ENGINE_H)
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
 # The SAI dataplane's SRv6 path where the kernel has no seg6 (harness/nodes/switch/sai/srv6_engine.py).
-build/fl-srv6: harness/nodes/switch/sai/fl_srv6.c
+build/fl-srv6: harness/nodes/switch/sai/fl_srv6.c $(ENGINE_H)
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
 # Runs a node's processes so KSM can merge their pages (harness/linux/ksm.py).
 build/fl-mergeable: harness/linux/fl_mergeable.c
 	@mkdir -p build
-	$(CC) -O2 -Wall -Wextra -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
 lab: setup
 	$(LABCTL) destroy -t $(DEFAULT_LAB)

@@ -53,6 +53,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define ENGINE_NAME "fl-probe"
+#include "fl_engine.h"
+
 #define MAGIC 0x464c5052u /* "FLPR" */
 #define VERSION 1
 #define MAX_PLANES 32
@@ -103,12 +106,6 @@ static uint8_t everywhere[MAX_PLANES]; /* a plane drained towards every destinat
 static uint16_t port, epoch;
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logf_(const char *fmt, ...) {

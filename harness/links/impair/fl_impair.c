@@ -50,6 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define ENGINE_NAME "fl-impair"
+#include "fl_engine.h"
+
 #define TICK_SHIFT 12                 /* one wheel slot = 4.096 us */
 #define WHEEL_SLOTS (1u << 16)        /* one revolution = 268 ms; later frames wait rounds */
 #define WHEEL_MASK (WHEEL_SLOTS - 1)
@@ -660,19 +663,6 @@ static volatile sig_atomic_t stopping;
 
 static void on_stop(int sig) { (void)sig; stopping = 1; }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "fl-impair: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
 /* How early to wake before a due time. A timed sleep ends late by the machine's wake-up
  * latency, so the engine sleeps until that much before a frame is due and polls from there.
  * The latency it learns is the 90th percentile of its sleeps' lateness (a stochastic quantile:
@@ -730,13 +720,7 @@ static void send_frame(struct packet *p, void *ctx)
 
 static int open_tap(const char *name, const char *iface)
 {
-    int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        die("open /dev/net/tun");
-    struct ifreq ifr = {.ifr_flags = IFF_TAP | IFF_NO_PI};
-    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0)
-        die("TUNSETIFF");
+    int fd = tap_create(name);
     struct sock_filter drop_all = BPF_STMT(BPF_RET | BPF_K, 0);
     struct sock_fprog filter = {.len = 1, .filter = &drop_all};
     if (ioctl(fd, TUNATTACHFILTER, &filter) < 0)   /* frames are read from open_capture's socket */
@@ -781,9 +765,7 @@ static int open_capture(const char *tap)
         die("SO_TIMESTAMPNS");
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-    struct sockaddr_ll addr = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
-                               .sll_ifindex = if_nametoindex(tap)};
-    if (!addr.sll_ifindex || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+    if (packet_bind(fd, (int)if_nametoindex(tap), ETH_P_ALL) < 0)
         die(tap);
     return fd;
 }

@@ -78,6 +78,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define ENGINE_NAME "fl-bfd"
+#include "fl_engine.h"
+
 #define DP_VERSION 1
 #define SINGLE_HOP_PORT 3784
 #define ECHO_PORT 3785
@@ -179,14 +182,6 @@ static volatile sig_atomic_t stop;
 static char sessions_path[PATH_MAX];         /* fl-bfd.sessions beside the feed */
 static int feed = -1;
 static int watchers[MAX_WATCHERS] = {-1, -1, -1, -1, -1, -1, -1, -1};
-
-static int64_t ns_of(const struct timespec *ts) { return ts->tv_sec * 1000000000LL + ts->tv_nsec; }
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ns_of(&ts);
-}
 
 /* Kernel receive stamps are wall-clock time; the offset, taken at each wake-up, puts them on
  * the engine's monotonic clock. */
@@ -478,11 +473,9 @@ static int open_echo_socket(const struct session *s) {
     int on = 1;
     if (fd < 0)
         return -1;
-    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
-                             .sll_ifindex = (int)s->cfg.ifindex};
     if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0
         || setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0
-        || bind(fd, (struct sockaddr *)&ll, sizeof(ll)) < 0) {
+        || packet_bind(fd, (int)s->cfg.ifindex, ETH_P_IP) < 0) {
         close(fd);
         return -1;
     }

@@ -54,6 +54,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define ENGINE_NAME "fl-srv6"
+#include "fl_engine.h"
+
 #define MAX_FRAME 65536
 #define MAX_SIDS 4096
 #define MAX_LISTS 4096
@@ -133,19 +136,6 @@ static unsigned char tap_mac[6];
 static int tap_fd, wire_fd, netlink_fd, resolve6_fd, resolve4_fd;
 static uint64_t other_frames;
 static volatile sig_atomic_t stopping;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "fl-srv6: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static void on_stop(int sig) { (void)sig; stopping = 1; }
 
@@ -747,13 +737,7 @@ static void answer(int conn)
 
 static int open_tap(const char *name)
 {
-    int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        die("open /dev/net/tun");
-    struct ifreq ifr = {.ifr_flags = IFF_TAP | IFF_NO_PI};
-    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0)
-        die("TUNSETIFF");
+    int fd = tap_create(name);
     struct ifreq q = {0};
     snprintf(q.ifr_name, IFNAMSIZ, "%s", name);
     if (ioctl(resolve4_fd, SIOCGIFHWADDR, &q) < 0)
