@@ -146,7 +146,19 @@ def test_every_collective_leaves_each_rank_what_nccl_defines(name: str,
         "a zero vector is no result"
 
 
-def test_bus_bandwidth_factors_are_nccl_tests_own() -> None:
-    assert COLLECTIVES["all_reduce:ring"].bus_factor(8) == 2 * 7 / 8
-    assert COLLECTIVES["all_gather:ring"].bus_factor(8) == 7 / 8
-    assert COLLECTIVES["all_to_all"].bus_factor(2) == 1 / 2
+# nccl-tests' own factors (src/<collective>.cu, each GetBw: `factor = ...`), written out here
+# rather than taken from the code under test: all_reduce.cu 2(n-1)/n, all_gather.cu,
+# reduce_scatter.cu and alltoall.cu (n-1)/n.
+NCCL_TESTS_FACTOR = {"all_reduce:ring": lambda n: 2 * (n - 1) / n,
+                     "all_reduce:tree": lambda n: 2 * (n - 1) / n,
+                     "all_reduce:hierarchical": lambda n: 2 * (n - 1) / n,
+                     "all_gather:ring": lambda n: (n - 1) / n,
+                     "reduce_scatter:ring": lambda n: (n - 1) / n,
+                     "all_to_all": lambda n: (n - 1) / n}
+
+
+def test_every_collective_has_nccl_tests_bus_factor() -> None:
+    assert set(COLLECTIVES) == set(NCCL_TESTS_FACTOR), "a collective without a reference"
+    for name, factor in NCCL_TESTS_FACTOR.items():
+        for n in (2, 3, 4, 8, 16, 64):
+            assert COLLECTIVES[name].bus_factor(n) == pytest.approx(factor(n)), (name, n)

@@ -152,3 +152,22 @@ def test_a_lossless_class_needs_a_line_rate_and_a_drain_rate() -> None:
                          capture_output=True, text=True)
     assert out.returncode == 2 and "needs rate_bps and pfc_drain_bps" in out.stderr
 
+
+def test_the_sender_resumes_one_cable_delay_after_xon() -> None:
+    """XON travels back one cable length like XOFF, so the first frame after a pause reaches
+    the far port a whole round trip (plus its own serialisation) after the XON left, and
+    leaves it one drain time later. On a 4,000 km cable that round trip (40 ms) outlasts the
+    half-XOFF the far port still holds at XON (10 frames, 24 ms), so the departures show
+    the gap, to the nanosecond in `simulate`. A sender resumed at the XON itself, or one
+    cable late each way, leaves another gap."""
+    delay_ns = round(4000 * FIBRE_US_PER_KM * 1000)
+    sent, stats = simulate([(0, FRAME)] * 1000, f"delay_ns={delay_ns}", f"rate_bps={RATE}",
+                           f"pfc_xoff={XOFF}", f"pfc_drain_bps={DRAIN}", "pfc_headroom=10000000")
+    assert stats["pfc_dropped"] == 0 and stats["pfc_pauses"] >= 1 and len(sent) == 1000
+    drain_ns = FRAME * 8 * 10**9 // DRAIN
+    serialise_ns = FRAME * 8 * 10**9 // RATE
+    departures = [due for _, due in sent]
+    resumed = next(i for i, (a, b) in enumerate(pairwise(departures), 1) if b - a > drain_ns)
+    held_at_xon = XOFF // 2 // FRAME  # queued once the far port is at or below XON
+    xon = departures[resumed - 1 - held_at_xon]  # the departure that crossed XON
+    assert departures[resumed] - xon == 2 * delay_ns + serialise_ns + drain_ns

@@ -103,3 +103,42 @@ def test_ranks_over_loopback_run_every_collective_and_check_it(tmp_path: Path) -
     assert [(p["a"], p["b"], len(p["rtt_us"])) for p in p2p] == [("r0", "r2", 20)]
     assert results[1]["p2p"] == results[2]["p2p"] == [], "the pair's first rank reports it"
 
+
+def test_collectives_turn_the_ranks_times_into_nccl_tests_figures(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.collectives() without a lab: the ranks' results as rank.py writes them, in; a row
+    per collective and size, out. A collective's time is per iteration the slowest rank's,
+    and the median of those; algbw = size / time (the size each rank ran, as nccl-tests
+    prints it) and busbw = algbw x nccl-tests' factor for 4 ranks (test_collective.py says
+    where each factor comes from)."""
+    from harness.validation import run
+    hosts = ["h1", "h2", "h3", "h4"]
+    size = 1 << 20
+    # iteration k takes 1, 2 and 3 ms; h3 is the slowest rank, by 0.5 ms, every time
+    seconds = {h: [0.001, 0.002, 0.003] for h in hosts}
+    seconds["h3"] = [s + 0.0005 for s in seconds["h3"]]
+    factor = {"all_reduce:ring": 1.5, "all_reduce:tree": 1.5, "all_reduce:hierarchical": 1.5,
+              "all_gather:ring": 0.75, "reduce_scatter:ring": 0.75, "all_to_all": 0.75}
+    asked = []
+
+    def ranks(lab: object, ran_on: list[str], spec: dict, timeout: float) -> dict:
+        asked.append((ran_on, spec))
+        return {h: {"tests": [{"collective": t["collective"], "size": t["size"],
+                               "seconds": seconds[h], "ok": h != "h2" or t["collective"]
+                               != "all_to_all"} for t in spec["tests"]]} for h in ran_on}
+
+    monkeypatch.setattr(run, "run_ranks", ranks)
+    profile = Profile(sizes=[size], iterations=3, collectives=list(factor))
+    rows = run.collectives(SimpleNamespace(), profile, "all", hosts)
+    [(ran_on, spec)] = asked
+    assert ran_on == hosts and spec["pairs"] == []
+    assert [(t["collective"], t["size"], t["iterations"]) for t in spec["tests"]] == \
+        [(name, size, 3) for name in factor]
+    assert [r.collective for r in rows] == list(factor)
+    for row in rows:
+        assert (row.tier, row.hosts, row.size) == ("all", 4, size)
+        assert row.time_us == pytest.approx(2500.0), "median of the slowest rank's times"
+        assert row.algbw_GBps == pytest.approx(size / 0.0025 / 1e9), row.collective
+        assert row.busbw_GBps == pytest.approx(size / 0.0025 / 1e9 * factor[row.collective]), \
+            row.collective
+        assert row.ok == (row.collective != "all_to_all"), "one rank's wrong result fails it"
