@@ -31,7 +31,7 @@ from harness.cli.headroom import measure as measure_cables
 from harness.core.errors import LabError
 from harness.core.wait import wait_until
 from harness.deploy.lab import Lab, deploy, destroy_lab
-from harness.faults.links import flap_bundle
+from harness.faults.steps import flap_bundle
 from harness.links import impair
 from harness.nodes.switch.sai.headroom import for_km
 from harness.topology.plan import Endpoint, Impairment, Lossless

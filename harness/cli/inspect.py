@@ -13,7 +13,7 @@ from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
 from harness.core.errors import UsageError
 from harness.deploy.lab import Lab, lab_names
-from harness.faults import registry
+from harness.faults import records
 from harness.nodes.columns import lab_status
 
 out = make_console()
@@ -64,7 +64,7 @@ def print_inspect(lab: Lab) -> None:
     for row in cells:
         table.add_row(*row)
     out.print(table)
-    faults = registry.load_all(lab.dir)
+    faults = records.load_all(lab.dir)
     if faults:
         out.print(f"[yellow]{len(faults)} fault(s) in place:[/] {', '.join(map(str, faults))} "
                   f"(labctl fault {lab.plan.name} list)", highlight=False)
@@ -86,7 +86,7 @@ def inspect(args: argparse.Namespace) -> int:
         found = [{"lab": lab.plan.name, "dir": str(lab.dir), "source": lab.plan.source,
                   "runtime": lab.plan.runtime,
                   "nodes": details(lab) if args.details else lab_status(lab),
-                  "faults": [r.model_dump(mode="json") for r in registry.load_all(lab.dir)]}
+                  "faults": [r.model_dump(mode="json") for r in records.load_all(lab.dir)]}
                  for lab in labs]
         print(json.dumps(found if args.all else found[0], indent=2))
     else:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness.faults import registry
+from harness.faults import records
 from harness.nodes.frr import frr_of
 from harness.nodes.switch.agent.client import ask
 from harness.runtime.context import LabContext
@@ -100,6 +100,6 @@ def archive(lab: LabContext, dest: Path) -> Path:
         states = pool.map(lambda name: (name, node_state(lab, name)), lab.node_names)
         for name, state in states:
             (dest / "nodes" / f"{name}.json").write_text(json.dumps(state, indent=1))
-    faults = [r.model_dump(mode="json") for r in registry.load_all(lab.dir)]
+    faults = [r.model_dump(mode="json") for r in records.load_all(lab.dir)]
     (dest / "faults.json").write_text(json.dumps(faults, indent=1))
     return dest

@@ -63,3 +63,12 @@ def ports_toward(plan: LabPlan, node: str, toward: str) -> list[str]:
     if not found:
         raise LabError(f"{node} has no link to {toward}")
     return found
+
+
+def plane_switches(plan: LabPlan, plane: int) -> list[str]:
+    """Every switch of plane `plane`; a clear error naming the planes there are."""
+    switches = [n.name for n in plan.nodes if n.plane == plane]
+    if not switches:
+        planes = sorted({n.plane for n in plan.nodes if n.plane is not None})
+        raise LabError(f"lab {plan.name} has no plane {plane}; planes: {planes or 'none'}")
+    return switches

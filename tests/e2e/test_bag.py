@@ -18,7 +18,7 @@ import pytest
 from harness.cli.headroom import measure as measure_cables
 from harness.core.wait import none_left, wait_until
 from harness.deploy.lab import Lab, deploy
-from harness.faults.links import flap_bundle
+from harness.faults.steps import flap_bundle
 from harness.links import impair
 from harness.nodes.columns import lab_status
 from harness.nodes.switch.agent.cable import PROBES

@@ -10,7 +10,7 @@ import pytest
 
 from harness.core.errors import LabError
 from harness.fabrics.fpf import FpfParams, plan
-from harness.faults import Faults, injector, registry
+from harness.faults import Faults, injector, records
 from harness.faults.targets import node_addresses, resolve_link
 from harness.testing.report import fault_records, junit_properties, write_report
 from harness.traffic.analysis import analyse
@@ -44,10 +44,10 @@ class _Recorder:
         self.lab = SimpleNamespace(dir=lab_dir, plan=PLAN)
         monkeypatch.setattr(injector, "restore", self.restore)
 
-    def restore(self, lab, fault_id, undo):
-        self.undone.append(undo.restart)
-        if undo.restart.endswith("!"):
-            raise RuntimeError(f"{undo.restart} stuck")
+    def restore(self, lab, record, catalog):
+        self.undone.append(record.undo.restart)
+        if record.undo.restart.endswith("!"):
+            raise RuntimeError(f"{record.undo.restart} stuck")
 
     @staticmethod
     def fault(name):
@@ -66,7 +66,7 @@ def test_undo_all_reverts_newest_first_and_survives_a_failing_undo(monkeypatch, 
     with pytest.raises(LabError, match="b! stuck"):
         faults.undo_all()
     assert rec.undone == ["a", "c", "b!"] and faults.active == []
-    assert [str(r) for r in registry.load_all(tmp_path)] == ["plane_down(1)"], \
+    assert [str(r) for r in records.load_all(tmp_path)] == ["plane_down(1)"], \
         "a fault whose undo failed stays on record, to be cleared again"
 
 
@@ -78,7 +78,7 @@ def test_another_shell_sees_and_undoes_what_one_injected(monkeypatch, tmp_path):
     assert [(f.id, str(f)) for f in second.active] == [(1, "link_down(a)"),
                                                         (2, "node_crash(b)")]
     second.node_restart("b")
-    assert rec.undone == ["b"] and [r.id for r in registry.load_all(tmp_path)] == [1]
+    assert rec.undone == ["b"] and [r.id for r in records.load_all(tmp_path)] == [1]
     assert Faults(rec.lab)._inject("plane_down", "3", rec.fault("c")).id == 2, \
         "an id is free again once its fault is undone, never while it is in place"
 
@@ -92,13 +92,13 @@ def test_a_fault_failing_half_way_is_undone_as_far_as_it_got(monkeypatch, tmp_pa
 
     with pytest.raises(LabError, match="second switch"):
         Faults(rec.lab)._inject("plane_down", "1", half)
-    assert rec.undone == ["half"] and registry.load_all(tmp_path) == []
-    assert list(registry.state_dir(tmp_path).iterdir()) == []
+    assert rec.undone == ["half"] and records.load_all(tmp_path) == []
+    assert list(records.state_dir(tmp_path).iterdir()) == []
 
 
 def test_ids_claimed_at_once_never_collide(tmp_path):
     with ThreadPoolExecutor(8) as pool:
-        ids = list(pool.map(lambda _: registry.claim_id(tmp_path), range(64)))
+        ids = list(pool.map(lambda _: records.claim_id(tmp_path), range(64)))
     assert sorted(ids) == list(range(1, 65))
 
 

@@ -1,5 +1,5 @@
-"""What is injected into a lab right now, kept in the lab dir (`faults/<id>.json`) so any shell,
-test or operator, can list it and put it back.
+"""The records of what is injected into a lab right now, kept in the lab dir
+(`faults/<id>.json`) so any shell, test or operator, can list it and put it back.
 
 A record holds its undo as data - which nodes carry the fault's packet filter, which link ends
 it took down, which node to restart - not as a closure, so the process that undoes a fault need
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,6 +33,7 @@ class Undo(BaseModel):
     impaired: list[Endpoint] = Field(default_factory=list)  # to clear
     restart: str | None = None  # the node whose processes were killed
     sessions: dict[str, list[str]] = Field(default_factory=dict)  # node -> peers to wait for
+    own: dict[str, Any] = Field(default_factory=dict)  # a fault's own step (its `restore`)
 
 
 class Record(BaseModel):

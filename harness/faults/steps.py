@@ -1,4 +1,6 @@
-"""Link faults: a cut (both ends lose carrier, as when a fibre is pulled) and impairments."""
+"""The steps faults are made of and undone by, shared by the faults of the catalog and by
+restore: a link end's carrier, an impairment cleared, a crashed node restarted, BGP sessions
+waited for. Each is safe to repeat, so a `clear` that failed half-way can run again."""
 
 from __future__ import annotations
 
@@ -8,13 +10,15 @@ from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError
 from harness.core.wait import none_left, wait_until
-from harness.faults.registry import Undo
-from harness.faults.targets import LinkRef, resolve_link
+from harness.links import impair
 from harness.nodes.frr import frr_of
-from harness.topology.plan import Endpoint, Impairment
+from harness.nodes.kind import kind_of
+from harness.topology.plan import Endpoint
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
+
+RESET_TIMEOUT_S = 60.0
 
 
 def set_state(lab: LabContext, end: Endpoint, state: str) -> None:
@@ -22,11 +26,27 @@ def set_state(lab: LabContext, end: Endpoint, state: str) -> None:
         ip.link("set", index=ip.link_lookup(ifname=end.iface)[0], state=state)
 
 
-def link_down(lab: LabContext, ref: LinkRef, undo: Undo) -> None:
-    link, _ = resolve_link(lab.plan, ref)
-    for end in (link.a, link.b):
-        undo.ends_down.append(end)
-        set_state(lab, end, "down")
+def unimpair(lab: LabContext, end: Endpoint) -> None:
+    impair.clear(lab, end)
+
+
+def restart(lab: LabContext, node: str) -> None:
+    """The node's kind brings back all it runs (a switch: FRR with FPM, and its agent), once
+    its links' impairment engines, which died with it, carry packets again."""
+    impair.revive(lab, node)
+    kind_of(lab, node).restart(lab, lab.plan.node(node))
+
+
+def wait_established(lab: LabContext, node: str, peers: list[str]) -> None:
+    frr = frr_of(lab, node)
+
+    def down() -> list[str]:
+        states = frr.bgp_peer_states()
+        return [p for p in peers if states.get(p) != "Established"]
+
+    wait_until(down, RESET_TIMEOUT_S, lambda left: LabError(
+        f"{node}: sessions to {', '.join(left or [])} not Established {RESET_TIMEOUT_S:.0f}s "
+        "after a reset"), until=none_left)
 
 
 def flap_bundle(lab: LabContext, node: str, ifaces: Sequence[str], *, times: int,
@@ -47,18 +67,3 @@ def flap_bundle(lab: LabContext, node: str, ifaces: Sequence[str], *, times: int
                    lambda left: LabError(f"{node}: sessions not back after a flap: {left}"),
                    until=none_left)
         time.sleep(max(0.0, period_s - (time.monotonic() - start)))
-
-
-def impair(lab: LabContext, ref: LinkRef, impairment: Impairment, undo: Undo) -> None:
-    """Impair the named end(s) through the link-impairment layer (netem or its fallback)."""
-    from harness.links.impair import apply  # the impairment layer is optional here
-
-    for end in resolve_link(lab.plan, ref)[1]:
-        undo.impaired.append(end)
-        apply(lab, end, impairment)
-
-
-def unimpair(lab: LabContext, end: Endpoint) -> None:
-    from harness.links.impair import clear
-
-    clear(lab, end)
