@@ -20,8 +20,9 @@ from harness.linux import ksm
 from harness.linux.features import hold_neighbour_limits, neighbour_room, release_neighbour_limits
 from harness.linux.journal import Journal
 from harness.linux.processes import kill_and_reap
+from harness.nodes.base import NodeKind
 from harness.nodes.frr import Frr, frr_leftovers, frr_of
-from harness.nodes.kind import NodeKind, kind_of
+from harness.nodes.kind import image_of, kind_of
 from harness.runtime import all_runtimes, labs_with_nodes, open_runtime
 from harness.runtime.context import LabContext
 from harness.spray.control import probe_timing, spraying_hosts
@@ -48,7 +49,7 @@ class Lab(LabContext):
             plan = plan.model_copy(update={"share_memory": shared,
                                            "notes": [*plan.notes, *([note] if note else [])]})
         super().__init__(plan, directory, engine, journal)
-        self.plan = self.runtime.prepare(plan)
+        self.plan = self.runtime.prepare(plan, image_of)
         self.host_changes: list[str] = []  # host-wide settings this deploy changed, said once
         self.convergence: Convergence | None = None  # what the deploy's last stage found
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.linux.ksm import MIB_PER_FRR_NODE
+from harness.nodes.kind import KINDS
 from harness.spray.control import spraying_hosts
 from harness.topology.plan import LabPlan
-from harness.topology.schema import Kind
 
 
 @dataclass
@@ -52,8 +52,8 @@ def verdict(name: str, plan: LabPlan, host: Host) -> Verdict:
     frr_nodes = sum(n.runs_frr for n in plan.nodes)
     if frr_nodes and not host.tool("frr"):
         v.missing.append("FRR (apt-get install frr, or `make setup`)")
-    if any(n.kind is Kind.sai for n in plan.nodes) and not host.feature("nexthop_groups"):
-        v.missing.append("kernel nexthop groups, which SAI switches program ECMP into")
+    needs = {feature: why for n in plan.nodes for feature, why in KINDS[n.kind].needs.items()}
+    v.missing += [why for feature, why in needs.items() if not host.feature(feature)]
     impaired = any(not link.impairment.is_clean for link in plan.links)
     if impaired and not host.feature("netem"):
         if host.feature("tc_redirect"):

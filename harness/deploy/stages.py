@@ -16,7 +16,6 @@ from harness.core.errors import LabError
 from harness.deploy.converge import Convergence, wait_bfd_up, wait_converged
 from harness.deploy.memory import MemoryRoom
 from harness.links import impair
-from harness.links.bridge import join_bridge
 from harness.links.veth import queue_addresses, queue_veth
 from harness.linux import ksm
 from harness.linux.nsenter import write_sysctls
@@ -26,7 +25,6 @@ from harness.nodes.kind import kind_of
 from harness.nodes.neighbours import declared
 from harness.runtime.context import LabContext
 from harness.spray.control import spraying_hosts, wait_spray
-from harness.topology.schema import Kind
 
 START_WORKERS = 8
 
@@ -83,8 +81,7 @@ def wire(lab: LabContext, progress: Progress) -> None:
         for batch in batches.values():
             batch.sock.close()
     for node in lab.plan.nodes:
-        if node.kind is Kind.bridge:
-            join_bridge(lab.node(node.name))
+        kind_of(lab, node.name).wire(lab, node)
         if node.sysctls:  # the user's, once the interfaces they may name exist
             write_sysctls(lab.runtime.netns_path(node.name), node.sysctls)
 

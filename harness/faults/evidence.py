@@ -19,24 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults import records
-from harness.nodes.frr import frr_of
-from harness.nodes.switch.agent.client import ask
+from harness.nodes.kind import kind_of
 from harness.runtime.context import LabContext
-from harness.topology.schema import Kind
 
 FILE_TAIL_BYTES = 4 << 20  # a log larger than this keeps its end: where the failure is
-FRR_SHOWS = {"bgp_summary": ("bgpd", "show bgp summary"), "routes4": ("zebra", "show ip route"),
-             "routes6": ("zebra", "show ipv6 route"), "bfd_peers": ("bfdd", "show bfd peers"),
-             "ospf_neighbours": ("ospfd", "show ip ospf neighbor"),
-             "ospf_database": ("ospfd", "show ip ospf database"),
-             "ospf6_neighbours": ("ospf6d", "show ipv6 ospf6 neighbor")}
 KERNEL = {"addresses": ("ip", "-j", "address"), "links": ("ip", "-j", "-s", "link"),
           "routes4": ("ip", "-j", "-4", "route", "show", "table", "all"),
           "routes6": ("ip", "-j", "-6", "route", "show", "table", "all"),
           "neighbours": ("ip", "-j", "neighbour"), "nftables": ("nft", "list", "ruleset")}
-SAI_REQUESTS = {"status": {"cmd": "status"}, "dump": {"cmd": "dump"},
-                "counters": {"cmd": "counters"}, "config": {"cmd": "config"},
-                "trace": {"cmd": "trace", "lines": 200}}
 READ_TIMEOUT_S = 10.0
 
 
@@ -58,14 +48,8 @@ def node_state(lab: LabContext, name: str) -> dict[str, Any]:
     plan = lab.plan.node(name)
     state: dict[str, Any] = {"kernel": {key: _read(lambda a=argv: _command(lab, name, a))
                                         for key, argv in KERNEL.items()}}
-    if plan.runs_frr:
-        frr = frr_of(lab, name)
-        state["frr"] = {key: _read(lambda d=daemon, c=command: frr.show_json(d, c))
-                        for key, (daemon, command) in FRR_SHOWS.items() if daemon in frr.daemons}
-    if plan.kind is Kind.sai:
-        workdir = frr_of(lab, name).workdir
-        state["sai"] = {key: _read(lambda r=request: ask(workdir, r, timeout=READ_TIMEOUT_S))
-                        for key, request in SAI_REQUESTS.items()}
+    for section, readers in kind_of(lab, name).evidence(lab, plan).items():
+        state[section] = {key: _read(read) for key, read in readers.items()}
     return state
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import subprocess
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,14 +30,18 @@ from harness.core.paths import (
     frr_pathspace,
 )
 from harness.linux.journal import Journal
+from harness.nodes.base import Evidence
 from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.router_id import router_ids
 from harness.nodes.vty import vty_show
+from harness.runtime.base import NodeImage
+from harness.runtime.images import REPOSITORY
 from harness.runtime.node import Node
-from harness.topology.frr_image import log_paths_in_lab
+from harness.topology.frr_image import frr_mapping, log_paths_in_lab
 from harness.topology.plan import NodePlan
 from harness.topology.render import bfd_attachment, render_frr
+from harness.topology.schema import Role
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
@@ -289,10 +294,33 @@ def worse_state(a: str, b: str) -> str:
     return max(a, b, key=NODE_STATES.index)
 
 
+# What a router's FRR shows, kept as evidence when a lab fails (harness/faults/evidence.py).
+FRR_SHOWS = {"bgp_summary": ("bgpd", "show bgp summary"), "routes4": ("zebra", "show ip route"),
+             "routes6": ("zebra", "show ipv6 route"), "bfd_peers": ("bfdd", "show bfd peers"),
+             "ospf_neighbours": ("ospfd", "show ip ospf neighbor"),
+             "ospf_database": ("ospfd", "show ip ospf database"),
+             "ospf6_neighbours": ("ospf6d", "show ipv6 ospf6 neighbor")}
+
+
 class FrrKind:
     name = "frr"
     fib_table = RT_TABLE_MAIN
+    needs: Mapping[str, str] = {}
     zebra_args: tuple[str, ...] = ()
+
+    def image(self, node: NodePlan) -> NodeImage:
+        """Routers run the switch image and hosts the host image (its traffic tools); a
+        user's FRR image becomes FRR with its own config."""
+        built = "host" if node.role is Role.host else "switch"
+        return NodeImage(f"{REPOSITORY}/{built}", frr_mapping(node))
+
+    def wire(self, lab: LabContext, node: NodePlan) -> None:
+        """Nothing beyond its links and addresses."""
+
+    def evidence(self, lab: LabContext, node: NodePlan) -> Evidence:
+        frr = frr_of(lab, node.name)
+        return {"frr": {key: (lambda d=daemon, c=command: frr.show_json(d, c))
+                        for key, (daemon, command) in FRR_SHOWS.items() if daemon in frr.daemons}}
 
     def config(self, lab: LabContext, node: NodePlan, frr: Frr, *,
                bfd_neighbours: bool = True) -> str:

@@ -10,11 +10,25 @@ same from both sides.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from harness.topology.plan import LabPlan, NodePlan
+
+
+@dataclass(frozen=True)
+class NodeImage:
+    """What a node is as an image, as its kind says (harness/nodes/kind.py): the image built
+    here that it runs in a container (`fabric-lab/switch` or `fabric-lab/host`), and what a
+    node given a user's image runs instead (None: the user's own exec and cmd)."""
+
+    built: str
+    runs: str | None
+
+
+ImageOf = Callable[[NodePlan], NodeImage]
 
 
 class Runtime(Protocol):
@@ -22,8 +36,9 @@ class Runtime(Protocol):
     lab: str
     cannot_share_memory: str | None  # why its nodes cannot run mergeable (ksm.py), or None
 
-    def prepare(self, plan: LabPlan) -> LabPlan:
-        """The plan as this runtime deploys it (e.g. with each node's image filled in)."""
+    def prepare(self, plan: LabPlan, image_of: ImageOf) -> LabPlan:
+        """The plan as this runtime deploys it (e.g. with each node's image filled in, from
+        what `image_of` says of the node)."""
 
     def check(self, plan: LabPlan, *, start: bool) -> None:
         """Raise a LabError saying what to install or start when the lab cannot deploy here;

@@ -32,6 +32,7 @@ from harness.linux.features import has
 from harness.linux.journal import Journal
 from harness.linux.vrf import VRF_STRICT
 from harness.runtime import docker_engine, images
+from harness.runtime.base import ImageOf
 from harness.runtime.images import image_for
 from harness.topology.plan import LabPlan, NodePlan
 
@@ -112,11 +113,11 @@ class DockerRuntime:
 
     # -- deploy -------------------------------------------------------------------------------
 
-    def prepare(self, plan: LabPlan) -> LabPlan:
+    def prepare(self, plan: LabPlan, image_of: ImageOf) -> LabPlan:
         """Each node's image, resolved to the tag built from this checkout."""
         nodes, notes, resolved = [], [], {}
         for node in plan.nodes:
-            image, note = image_for(node)
+            image, note = image_for(node, image_of(node))
             if image not in resolved:  # one docker query per image, not per node
                 resolved[image] = images.resolve(image)
             nodes.append(node.model_copy(update={"image": resolved[image]}))

@@ -14,9 +14,8 @@ from functools import cache
 from harness.core.build import REPO
 from harness.core.errors import LabError
 from harness.runtime import docker_engine
-from harness.topology.frr_image import frr_mapping
+from harness.runtime.base import NodeImage
 from harness.topology.plan import NodePlan
-from harness.topology.schema import Kind, Role
 
 REPOSITORY = "fabric-lab"
 IMAGES = ("switch", "host")
@@ -35,21 +34,14 @@ def source_hash() -> str:
     return digest.hexdigest()[:12]
 
 
-def default_image(node: NodePlan) -> str:
-    """Hosts and plain nodes run the host image (traffic tools); routers the switch image."""
-    plain = node.role is Role.host or not node.runs_frr
-    return f"{REPOSITORY}/{'host' if plain else 'switch'}"
-
-
-def image_for(node: NodePlan) -> tuple[str, str | None]:
+def image_for(node: NodePlan, image: NodeImage) -> tuple[str, str | None]:
     """The image a node runs, and a note when it is not the one the file names: with no
     registry, a containerlab lab's images (frrouting/frr, alpine...) become the ones built
     here, FRR's with the lab's own daemons and config."""
     if node.image is None or node.image.startswith(f"{REPOSITORY}/"):
-        return node.image or default_image(node), None
-    mapped = default_image(node)
-    what = frr_mapping(node) if node.kind is Kind.frr else "its exec and cmd"
-    return mapped, f"{node.name}: image {node.image} -> {mapped} (built here; runs {what})"
+        return node.image or image.built, None
+    return image.built, (f"{node.name}: image {node.image} -> {image.built} (built here; runs "
+                         f"{image.runs or 'its exec and cmd'})")
 
 
 def resolve(reference: str) -> str:

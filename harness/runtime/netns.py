@@ -25,10 +25,9 @@ from harness.linux import ksm
 from harness.linux.journal import Journal, process_start_time
 from harness.linux.nsenter import NETNS_RUN_DIR, create_netns, list_netns, remove_netns
 from harness.linux.processes import kill_and_reap, namespace_ids, pids_in_namespaces
+from harness.runtime.base import ImageOf
 from harness.topology.binds import Bind
-from harness.topology.frr_image import frr_mapping
 from harness.topology.plan import LabPlan, NodePlan
-from harness.topology.schema import Kind
 
 
 class NetnsRuntime:
@@ -45,7 +44,7 @@ class NetnsRuntime:
     def netns_path(self, node: str) -> str:
         return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
 
-    def prepare(self, plan: LabPlan) -> LabPlan:
+    def prepare(self, plan: LabPlan, image_of: ImageOf) -> LabPlan:
         """Which binds each node's processes get (those whose target exists on the host's
         filesystem, which netns nodes share), and what each image became."""
         notes = []
@@ -58,8 +57,7 @@ class NetnsRuntime:
                       for b in node.binds if b not in self.mounts[node.name]]
             if node.image is not None:
                 notes.append(f"{node.name}: image {node.image} -> " + (
-                    frr_mapping(node) if node.kind is Kind.frr else
-                    "a namespace running this host's programs"))
+                    image_of(node).runs or "a namespace running this host's programs"))
         return plan.model_copy(update={"notes": list(dict.fromkeys([*plan.notes, *notes]))})
 
     def check(self, plan: LabPlan, *, start: bool) -> None:

@@ -15,7 +15,7 @@ from harness.core.errors import LabError
 from harness.core.wait import none_left, wait_until
 from harness.spray import probe, schedule
 from harness.topology.plan import LabPlan, NodePlan
-from harness.topology.schema import Role
+from harness.topology.schema import Kind
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
@@ -36,8 +36,9 @@ def nic_planes(plan: LabPlan, node: NodePlan) -> dict[str, int]:
 
 
 def sprays(plan: LabPlan, node: NodePlan) -> bool:
-    """A host cabled to one plane has nothing to spray over and keeps plain kernel routing."""
-    return node.role is Role.host and len(set(nic_planes(plan, node).values())) > 1
+    """A `host` (augment makes every host cabled to several planes one); a host cabled to one
+    plane has nothing to spray over and keeps plain kernel routing."""
+    return node.kind is Kind.host
 
 
 def spraying_hosts(plan: LabPlan) -> list[NodePlan]:

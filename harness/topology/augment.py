@@ -32,7 +32,7 @@ from harness.topology.plan import (
     Session,
 )
 from harness.topology.qos import bypassed_ports, plan_qos
-from harness.topology.schema import IGNORED_NODE_KEYS, LinkSpec, NodeFields, Role
+from harness.topology.schema import IGNORED_NODE_KEYS, Kind, LinkSpec, NodeFields, Role
 from harness.topology.srv6 import plan_srv6
 from harness.topology.user_nodes import user_node
 from harness.topology.validate import split_endpoint, validate
@@ -43,7 +43,7 @@ DEFAULT_MTU = 1500
 # plan.py and needs nothing here. The rest is planned: ASNs and loopbacks (fabric nodes
 # only), binds resolved against the topology file.
 AS_WRITTEN = tuple(f for f in NodePlan.model_fields if f in NodeFields.model_fields
-                   and f not in {"asn", "loopback4", "loopback6", "binds", "locator"})
+                   and f not in {"asn", "loopback4", "loopback6", "binds", "locator", "kind"})
 _SHARED_ASN_OFFSET = {Role.superspine: 0, Role.spine: 100, Role.bag: 200}
 _UNIQUE_ASN_OFFSET = {Role.leaf: 1_000, Role.host: 10_000, Role.backbone: 20_000,
                       Role.scaleup: 30_000}
@@ -106,6 +106,16 @@ def waits_for_peer(node: str, peer: str, nodes: dict[str, NodeFields]) -> bool:
     return rank(node) > rank(peer)
 
 
+def kind_of_node(node: NodeFields, interfaces: list[Interface],
+                 nodes: dict[str, NodeFields]) -> Kind:
+    """A host whose NICs reach more than one plane sprays over them: it is a `host`; one
+    cabled to a single plane has nothing to spray over and routes as a plain `frr` node."""
+    if node.role is Role.host and node.kind in (Kind.frr, Kind.host):
+        planes = {nodes[i.peer.node].plane for i in interfaces} - {None}
+        return Kind.host if len(planes) > 1 else Kind.frr
+    return node.kind
+
+
 def impairment_of(link: LinkSpec) -> Impairment:
     """`delay` wins over `distance_km`; otherwise the fibre sets the delay."""
     delay = link.delay if link.delay is not None else (
@@ -164,6 +174,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
     node_plans = []
     for node_name, n in nodes.items():
         common = {"name": node_name, **{f: getattr(n, f) for f in AS_WRITTEN},
+                  "kind": kind_of_node(n, interfaces[node_name], nodes),
                   "binds": [parse_bind(b, base) for b in n.binds],
                   "interfaces": interfaces[node_name]}
         if node_name in fabric:

@@ -185,7 +185,7 @@ class NodePlan(_Plain):
 
     @property
     def runs_frr(self) -> bool:
-        return self.kind in (Kind.frr, Kind.sai)
+        return self.kind in (Kind.frr, Kind.sai, Kind.host)
 
     @property
     def runs_own_frr(self) -> bool:

@@ -64,12 +64,15 @@ class Role(StrEnum):
 
 class Kind(StrEnum):
     """How a node is built: `frr` lets zebra program the kernel FIB directly; `sai` is a
-    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch/kind.py); `linux` is
-    containerlab's plain node (an FRR image makes it an FRR router with the lab's own config);
-    `bridge` is a Linux bridge joining the links that end on it."""
+    switch whose zebra feeds the SAI agent over FPM (harness/nodes/switch/kind.py); `host` is
+    a GPU host whose NICs reach several planes, FRR plus the spraying NIC (harness/spray),
+    which augment makes of every such host; `linux` is containerlab's plain node (an FRR
+    image makes it an FRR router with the lab's own config); `bridge` is a Linux bridge
+    joining the links that end on it."""
 
     frr = "frr"
     sai = "sai"
+    host = "host"
     linux = "linux"
     bridge = "bridge"
 

@@ -17,6 +17,7 @@ from harness.core.errors import LabError
 from harness.deploy.lab import JOURNAL_FILE, PLAN_FILE, Lab, destroy_lab
 from harness.deploy.stages import Progress, Stage, create_nodes, deploy_stages, run_exec
 from harness.linux.journal import Journal
+from harness.runtime.base import ImageOf
 from harness.runtime.context import LabContext
 from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan, NodePlan
@@ -36,7 +37,7 @@ class FakeRuntime:
     def __init__(self, lab: str, journal: Journal) -> None:
         self.lab, self.journal = lab, journal
 
-    def prepare(self, plan: LabPlan) -> LabPlan:
+    def prepare(self, plan: LabPlan, image_of: ImageOf) -> LabPlan:
         return plan
 
     def check(self, plan: LabPlan, *, start: bool) -> None:

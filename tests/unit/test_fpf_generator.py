@@ -111,6 +111,7 @@ def test_switches_are_sai_switches_unless_asked_for_plain_routers(tmp_path):
     kinds = {n.role: n.kind.value for n in plan(FpfParams(planes=2, leaves_per_plane=1,
                                                            spines_per_plane=1, hosts=2,
                                                            switch_kind="frr")).nodes}
-    assert kinds == {Role.spine: "frr", Role.leaf: "frr", Role.host: "frr"}
+    assert kinds == {Role.spine: "frr", Role.leaf: "frr", Role.host: "host"}, \
+        "hosts on two planes spray over them, whatever the switches are"
     with pytest.raises(FpfParameterError, match="--switch-kind p4: use sai or frr"):
         check(FpfParams(switch_kind="p4"))

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import socket
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import LabError
 from harness.linux.processes import kill_and_reap
+from harness.nodes.base import Evidence
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
 from harness.nodes.switch.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE, ask
 from harness.nodes.switch.agent.fpm import FPM_PORT
@@ -28,6 +30,8 @@ from harness.nodes.switch.platform.lifecycle import platform_alarms, start_platf
 from harness.nodes.switch.render import sai_config, te_policies
 from harness.nodes.switch.sai import srv6_engine
 from harness.nodes.switch.sai.kernel import SAI_TABLE
+from harness.runtime.base import NodeImage
+from harness.runtime.images import REPOSITORY
 from harness.topology.plan import NodePlan
 from harness.topology.platforms import DEFAULT_PLATFORM
 
@@ -38,6 +42,10 @@ SAI_RULE_PREF = 1000
 MAIN_RULE_PREF = 32766
 CPU_RULE_PREF = 999
 AGENT_START_S = 20.0
+SAI_EVIDENCE = {"status": {"cmd": "status"}, "dump": {"cmd": "dump"},
+                "counters": {"cmd": "counters"}, "config": {"cmd": "config"},
+                "trace": {"cmd": "trace", "lines": 200}}
+EVIDENCE_TIMEOUT_S = 10.0
 
 
 def fpm_config(port: int = FPM_PORT) -> str:
@@ -105,6 +113,8 @@ class SaiKind(FrrKind):
 
     name = "sai"
     fib_table = SAI_TABLE
+    needs: Mapping[str, str] = {
+        "nexthop_groups": "kernel nexthop groups, which SAI switches program ECMP into"}
     zebra_args = ("-M", "dplane_fpm_nl")
 
     def config(self, lab: LabContext, node: NodePlan, frr: Frr, *,
@@ -124,6 +134,16 @@ class SaiKind(FrrKind):
             (lab.node_dir(node.name) / TE_FILE).write_text(policies + "\n")
         start_agent(lab, node.name)
         start_platform(lab, node)
+
+    def image(self, node: NodePlan) -> NodeImage:
+        return NodeImage(f"{REPOSITORY}/switch", None)
+
+    def evidence(self, lab: LabContext, node: NodePlan) -> Evidence:
+        """Adds the agent's objects, counters, configuration state and last SAI calls."""
+        workdir = frr_of(lab, node.name).workdir
+        return {**super().evidence(lab, node),
+                "sai": {key: (lambda r=request: ask(workdir, r, timeout=EVIDENCE_TIMEOUT_S))
+                        for key, request in SAI_EVIDENCE.items()}}
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """Adds column `sai`: the agent's own verdict, or down if it does not answer."""
