@@ -37,7 +37,7 @@ from harness.nodes.switch.sai.headroom import for_km
 from harness.topology.plan import Endpoint, Impairment, Lossless
 from harness.topology.schema import Role
 from harness.traffic.burst import lossless_burst
-from harness.traffic.training import measure
+from harness.traffic.job import measure
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE_BPS, DRAIN_BPS, XOFF, MTU = 100_000_000, 5_000_000, 30_000, 1500

@@ -42,7 +42,7 @@ from harness.deploy.lab import Lab, destroy_lab
 from harness.deploy.stages import Progress
 from harness.faults import Faults
 from harness.linux.features import neighbour_limit_raised
-from harness.spray.control import LOG_FILE, probe_timing, read_spray, spraying_hosts, wait_spray
+from harness.spray.nic import LOG_FILE, probe_timing, read_spray, spraying_hosts, wait_spray
 from harness.testing import plan_from
 from harness.testing.footprint import footprint, memory_mib
 from harness.testing.load import busy_cpus

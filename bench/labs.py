@@ -29,7 +29,7 @@ from harness.deploy.lab import Lab, destroy_lab
 from harness.deploy.stages import Progress
 from harness.faults import Faults, evidence
 from harness.linux.features import neighbour_room
-from harness.spray.control import spraying_hosts, wait_spray
+from harness.spray.nic import spraying_hosts, wait_spray
 from harness.testing.junit import Case, write_suite
 from harness.testing.report import fault_records
 from harness.topology.pipeline import plan_from_file

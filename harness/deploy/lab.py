@@ -25,7 +25,7 @@ from harness.nodes.frr import Frr, frr_leftovers, frr_of
 from harness.nodes.kind import image_of, kind_of
 from harness.runtime import all_runtimes, labs_with_nodes, open_runtime
 from harness.runtime.context import LabContext
-from harness.spray.control import probe_timing, spraying_hosts
+from harness.spray.nic import probe_timing, spraying_hosts
 from harness.topology.pipeline import plan_from_file
 from harness.topology.plan import LabPlan
 

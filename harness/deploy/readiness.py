@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from harness.linux.ksm import MIB_PER_FRR_NODE
 from harness.nodes.kind import KINDS
-from harness.spray.control import spraying_hosts
+from harness.spray.nic import spraying_hosts
 from harness.topology.plan import LabPlan
 
 

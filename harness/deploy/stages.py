@@ -24,7 +24,7 @@ from harness.nodes.frr import attach_bfd
 from harness.nodes.kind import kind_of
 from harness.nodes.neighbours import declared
 from harness.runtime.context import LabContext
-from harness.spray.control import spraying_hosts, wait_spray
+from harness.spray.nic import spraying_hosts, wait_spray
 
 START_WORKERS = 8
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.paths import bfdd_socket
 from harness.nodes.bfd.offload import feed_path
 from harness.nodes.frr import FrrKind, frr_of, worse_state
-from harness.spray.control import spray_status, start_sprayer
+from harness.spray.nic import spray_status, start_sprayer
 from harness.topology.plan import NodePlan
 
 if TYPE_CHECKING:

@@ -13,12 +13,11 @@ import socket
 from dataclasses import dataclass, field
 from ipaddress import IPv4Interface, IPv6Interface, ip_address, ip_interface, ip_network
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.core.errors import LabError
 
 if TYPE_CHECKING:
-    from harness.nodes.frr import Frr
     from harness.runtime.context import LabContext
 
 SECTIONS = ("router ", "interface ", "vrf ", "route-map ", "bfd", "line ", "key ",
@@ -180,7 +179,15 @@ def declared(lab: LabContext) -> dict[str, list[Neighbour]]:
     return {n.name: declared_of(lab, n.name) for n in lab.plan.nodes if n.runs_own_frr}
 
 
-def answers(frr: Frr) -> dict[str, Any]:
+class Daemons(Protocol):
+    """A node's FRR as far as its neighbour tables go (nodes/frr.py's Frr)."""
+
+    daemons: tuple[str, ...]
+
+    def show_json(self, daemon: str, command: str) -> Any: ...
+
+
+def answers(frr: Daemons) -> dict[str, Any]:
     """The node's neighbour tables, empty for a daemon that does not run or answer."""
     queries = {"bgp": ("bgpd", "show bgp neighbors"), "ospf": ("ospfd", "show ip ospf neighbor"),
                "ospf6": ("ospf6d", "show ipv6 ospf6 neighbor")}

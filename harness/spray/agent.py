@@ -22,7 +22,7 @@ joining wait up to JOIN_BATCH_S for more, since a converging lab adds routes one
 a time and rewriting the spray tables for each would cost a host seconds of CPU at deploy.
 State is written to a JSON file for `inspect` and tests.
 
-Usage (started by harness.spray.control at deploy): python -m harness.spray.agent CONFIG.json
+Usage (started by harness.spray.nic at deploy): python -m harness.spray.agent CONFIG.json
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from harness.core.paths import lab_dir
 from harness.deploy.converge import wait_converged
 from harness.deploy.lab import PLAN_FILE, Lab, deploy, destroy_lab, lab_names
 from harness.faults import Faults, evidence
-from harness.spray.control import spraying_hosts, wait_spray
+from harness.spray.nic import spraying_hosts, wait_spray
 from harness.testing.plans import plan_from
 from harness.testing.report import fault_records, junit_properties, write_report
 from harness.traffic.analysis import FlowResult

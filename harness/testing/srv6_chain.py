@@ -24,9 +24,9 @@ from harness.core.build import built
 from harness.linux.nsenter import NETNS_RUN_DIR
 from harness.linux.scratch import scratch_netns
 from harness.nodes.switch.sai import srv6_engine
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.kernel import SAI_TABLE, KernelBackend
 from harness.nodes.switch.sai.seg6 import Srv6Setup
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
 
 T = ObjectType

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from harness.faults import Faults
 from harness.runtime.context import LabContext
-from harness.spray.control import probe_timing, read_spray
+from harness.spray.nic import probe_timing, read_spray
 from harness.testing.load import WakeupLateness
 from harness.traffic.analysis import FlowResult
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError
-from harness.spray.control import nic_planes
+from harness.spray.nic import nic_planes
 from harness.traffic.analysis import FlowResult, analyse
 from harness.traffic.wire import MIN_SIZE
 

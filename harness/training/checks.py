@@ -12,7 +12,7 @@ from harness.core.wait import NotReady, wait_until
 from harness.deploy.lab import Lab
 from harness.faults.targets import select_nodes
 from harness.nodes.switch.agent.client import ask
-from harness.spray.control import all_planes, planes_to_hosts, spraying_hosts
+from harness.spray.nic import all_planes, planes_to_hosts, spraying_hosts
 from harness.training.exercise import Check, Dampened, Reach, SaiRoutes, Sessions, Spray
 from harness.training.template import Renderer
 

@@ -31,7 +31,7 @@ from harness.topology.fibre import one_way_delay_us
 from harness.topology.plan import Endpoint, Impairment, Lossless
 from harness.topology.schema import Role
 from harness.traffic.burst import BurstResult, lossless_burst
-from harness.traffic.training import Training, measure
+from harness.traffic.job import Training, measure
 from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.e2e

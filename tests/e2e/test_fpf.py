@@ -14,7 +14,7 @@ import pytest
 
 from harness.spray import probe
 from harness.spray.agent import JOIN_BATCH_S
-from harness.spray.control import (
+from harness.spray.nic import (
     WAIT_POLL_S,
     planes_to_hosts,
     probe_timing,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.fabrics.fpf import FpfParams, plan, plane_nic, spine_name
-from harness.spray.control import planes_to_hosts
+from harness.spray.nic import planes_to_hosts
 
 pytestmark = pytest.mark.e2e
 

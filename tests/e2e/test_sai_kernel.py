@@ -19,9 +19,9 @@ from harness.linux.rtnl_batch import split
 from harness.linux.rtnl_messages import RTM_DELNEXTHOP
 from harness.linux.rtnl_route import RTM_DELROUTE
 from harness.linux.scratch import scratch_name, scratch_netns
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.kernel import SAI_TABLE, KernelBackend
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import IpPrefix, MySidKey, NeighborKey, ObjectType, RouteKey
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ import pytest
 
 from harness.deploy.lab import Lab
 from harness.nodes.switch.agent.client import ask
-from harness.spray.control import all_planes, planes_to_hosts, wait_spray
+from harness.spray.nic import all_planes, planes_to_hosts, wait_spray
 from harness.testing import plan_from
 from harness.testing.chaos import labctl
 from harness.testing.load import WakeupLateness

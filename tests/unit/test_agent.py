@@ -20,9 +20,9 @@ from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE
 from harness.nodes.switch.agent.decode import Hop, RouteDelete, RouteUpdate, decode
 from harness.nodes.switch.agent.fpm import FpmError, FpmReader, frame
 from harness.nodes.switch.agent.orch import RouteOrch
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.fake import FakeBackend
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import IpPrefix, ObjectType
 
 T = ObjectType

@@ -10,9 +10,9 @@ import pytest
 
 from harness.nodes.switch.agent.buffers import LOSSLESS_PG, BufferOrch
 from harness.nodes.switch.agent.cable import Measurement, far_end
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.fake import FakeBackend
 from harness.nodes.switch.sai.headroom import Headroom
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import ObjectType
 
 T = ObjectType

@@ -6,11 +6,11 @@ from ipaddress import ip_network
 
 import pytest
 
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.backend import Discovery
 from harness.nodes.switch.sai.capacity import CapacityProfile
 from harness.nodes.switch.sai.fake import FakeBackend
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import IpPrefix, ObjectType, RouteKey, format_oid, oid_type
 
 T = ObjectType

@@ -14,6 +14,7 @@ import pytest
 
 from harness.nodes.switch.agent.config import ConfigError, ConfigOrch, parse, read
 from harness.nodes.switch.agent.orch import RouteOrch
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.backend import Discovery, MySidFound, SidListFound
 from harness.nodes.switch.sai.fake import FakeBackend
 from harness.nodes.switch.sai.records import (
@@ -23,7 +24,6 @@ from harness.nodes.switch.sai.records import (
     RouteEntry,
     Srv6SidList,
 )
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey
 from tests.unit.test_agent import ETH1, ETH2, ecmp, route
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.fabrics.fpf import FpfParams, plan
-from harness.spray.control import probe_timing
+from harness.spray.nic import probe_timing
 from harness.spray.probe import Verdict, parse
 from harness.spray.schedule import MIN_WINDOW
 from harness.topology.augment import augment

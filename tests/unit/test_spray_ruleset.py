@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.fabrics.fpf import FpfParams, plan
 from harness.spray.agent import spray_sets
-from harness.spray.control import format_planes, nic_planes, spraying_hosts
+from harness.spray.nic import format_planes, nic_planes, spraying_hosts
 from harness.spray.ruleset import MARK_BASE, chain_name, nft_ruleset
 
 ALL = {p: f"10.1.0.{2 * p + 1}" for p in range(8)}

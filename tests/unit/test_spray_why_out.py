@@ -3,7 +3,7 @@ gone or the probes' drain, each cause named when destinations differ."""
 
 from __future__ import annotations
 
-from harness.spray.control import SprayView, why_out
+from harness.spray.nic import SprayView, why_out
 
 HOSTS = ["10.0.0.2", "10.0.0.3", "10.0.0.4"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from harness.linux.files import replace_file
 from harness.nodes.switch.agent.cable import Measurement
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import ObjectType
 
 T = ObjectType

@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.nodes.switch.agent.orch import RouteOrch
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.backend import Ref
 from harness.nodes.switch.sai.records import RECORDS, Record, build, with_attr
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import IpPrefix, MySidKey, ObjectType, RouteKey, make_oid
 
 T = ObjectType

@@ -13,7 +13,7 @@ lives in the node directory (`sai.sock`), so reaching it needs no namespace swit
 from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv6Address
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.nodes.switch.sai.capacity import TABLES
 from harness.nodes.switch.sai.records import MySidEntry, Port, Srv6SidList
@@ -24,7 +24,37 @@ from harness.nodes.switch.sai.types import ObjectType, format_oid
 T = ObjectType
 
 if TYPE_CHECKING:
-    from harness.nodes.switch.agent.main import Agent
+    import logging
+    from pathlib import Path
+
+    from harness.nodes.switch.agent.config import Change, ConfigOrch
+    from harness.nodes.switch.agent.orch import RouteOrch
+    from harness.nodes.switch.agent.te import TeOrch
+    from harness.nodes.switch.sai.api import SaiSwitch
+    from harness.nodes.switch.sai.capacity import CapacityProfile
+    from harness.nodes.switch.sai.kernel import KernelBackend
+
+
+class Agent(Protocol):
+    """What the control socket reads and asks of the agent (agent/main.py's Agent): named
+    here, so this module and the agent's do not import each other."""
+
+    sai: SaiSwitch
+    backend: KernelBackend
+    orch: RouteOrch
+    config: ConfigOrch
+    te: TeOrch
+    log: logging.Logger
+    base_capacity: CapacityProfile
+    port_names: dict[int, str]
+    config_path: Path
+    config_error: str | None
+
+    def status(self) -> dict[str, Any]: ...
+
+    def apply_config(self, dry_run: bool) -> list[Change]: ...
+
+    def measure_cables(self, ports: list[str]) -> list[dict[str, Any]]: ...
 
 
 def _plain(value: Any) -> Any:

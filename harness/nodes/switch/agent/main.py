@@ -47,10 +47,10 @@ from harness.nodes.switch.agent.fpm import FPM_PORT, FpmError, FpmReader
 from harness.nodes.switch.agent.orch import RouteOrch
 from harness.nodes.switch.agent.te import TeOrch
 from harness.nodes.switch.sai import srv6_engine
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.capacity import CapacityProfile, platform_capacity
 from harness.nodes.switch.sai.kernel import SAI_TABLE, KernelBackend
 from harness.nodes.switch.sai.seg6 import OWN_DEVICES, Srv6Setup
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.trace import Trace
 from harness.nodes.switch.sai.types import ObjectType
 from harness.topology.platforms import DEFAULT_PLATFORM, PLATFORMS

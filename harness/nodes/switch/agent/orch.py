@@ -31,9 +31,9 @@ from harness.nodes.switch.agent.decode import (
     RouteDelete,
     RouteUpdate,
 )
+from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.records import NextHop, NextHopGroupMember, RouteEntry
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.switch import SaiSwitch
 from harness.nodes.switch.sai.types import NULL_OID, IpPrefix, ObjectType, RouteKey, oid_type
 
 T = ObjectType
