@@ -21,7 +21,7 @@ from harness.core.errors import LabError
 from harness.deploy.converge import wait_converged
 from harness.deploy.lab import Lab
 from harness.faults import Faults
-from harness.faults.catalog import Catalog, catalog
+from harness.faults.injector import Catalog, catalog
 from harness.faults.records import Undo
 
 out = make_console()

@@ -92,7 +92,7 @@ def test_gray_loss_drops_its_share_with_the_link_up(clos_lab: Lab) -> None:
 def test_a_crashed_switch_blackholes_until_restarted(clos_lab: Lab) -> None:
     fault("node-crash", "leaf2")
     assert in_place()[0]["undo"] == {"filters": ["leaf2"], "ends_down": [], "impaired": [],
-                                     "restart": "leaf2", "sessions": {}}
+                                     "restart": "leaf2", "sessions": {}, "own": {}}
     assert ping_replies(clos_lab, "host1", "host2") == 0
     assert "converged again" in fault("node-restart", "leaf2")
     assert ping_replies(clos_lab, "host1", "host2") == 3

@@ -1,6 +1,7 @@
-"""A fault is one module of harness/faults/catalog/: a new one, written as one file in a
-package of its own here, is injected, listed, undone by name and offered by `labctl fault`
-with no other edit; and nothing outside the catalog asks which fault it is holding."""
+"""A fault is one module of harness/faults/catalog/ (its shape: harness/faults/injector.py):
+a new one, written as one file in a package of its own here, is injected, listed, undone by
+name and offered by `labctl fault` with no other edit; and nothing outside the catalog asks
+which fault it is holding."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import pytest
 
 from harness.cli import fault as fault_cli
 from harness.faults import Faults, records
-from harness.faults.catalog import catalog, load
+from harness.faults.injector import catalog, load
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "harness" / "faults" / "catalog"
 
 BLINK = '''
 """A blink: a node's lights go out (a fault of the test's own)."""
-from harness.faults.catalog import FaultKind, Verb
+from harness.faults.injector import FaultKind, Verb
 
 SEEN = []
 

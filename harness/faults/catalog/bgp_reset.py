@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError
-from harness.faults.catalog import FaultKind, Verb
+from harness.faults.injector import FaultKind, Verb
 from harness.nodes.frr import frr_of
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError, UsageError
 from harness.faults import filters
-from harness.faults.catalog import FaultKind, Verb, link_argument
+from harness.faults.injector import FaultKind, Verb, link_argument
 from harness.faults.targets import LinkRef, plane_switches, resolve_link
 from harness.topology.schema import Role
 from harness.topology.units import parse_percent

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.faults.catalog import FaultKind
+from harness.faults.injector import FaultKind
 from harness.faults.targets import LinkRef, resolve_link
 from harness.links import impair as link_impairment
 from harness.topology.plan import Impairment

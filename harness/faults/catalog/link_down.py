@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.faults.catalog import FaultKind, Verb, link_argument
+from harness.faults.injector import FaultKind, Verb, link_argument
 from harness.faults.steps import set_state
 from harness.faults.targets import LinkRef, resolve_link
 

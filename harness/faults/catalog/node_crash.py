@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from harness.faults import filters
-from harness.faults.catalog import FaultKind, Verb
+from harness.faults.injector import FaultKind, Verb
 from harness.linux.processes import kill_and_reap
 from harness.nodes.kind import kind_of
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError
 from harness.faults import filters
-from harness.faults.catalog import FaultKind, Verb
+from harness.faults.injector import FaultKind, Verb
 from harness.faults.targets import node_addresses, select_nodes
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from harness.faults import filters
-from harness.faults.catalog import FaultKind, Verb
+from harness.faults.injector import FaultKind, Verb
 from harness.faults.targets import plane_switches
 
 if TYPE_CHECKING:
