@@ -1,1 +1,3 @@
-"""Deploy: a lab context (plan, runtime, journal) and the named stages that build a lab in it."""
+"""The deploy wing: a topology file (or a plan) -> a running, converged lab in one call
+(`lab.deploy`), and back to nothing (`lab.destroy_lab`), with the stages, convergence, the
+memory gate and doctor's readiness verdicts beside them."""

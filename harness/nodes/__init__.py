@@ -1,1 +1,3 @@
-"""Node kinds: what runs inside a node's namespace (FRR today; the SAI agent builds on it)."""
+"""Node kinds: what runs inside a node's namespace and every difference between kinds
+(`base.py` says the hooks, `kind.py` maps the plan's kinds to them): FRR routers, hosts that
+spray over planes, containerlab's linux and bridge nodes, and the switch wing (`switch/`)."""
