@@ -1,5 +1,7 @@
-"""A Lab: a plan made real with the runtime it names. Deploy runs the stages of
-harness/deploy/stages.py; destroy removes all of it, also after a deploy killed half-way.
+"""A Lab: a plan made real with the runtime it names. `deploy()` is the one way in, from a
+topology file or a plan: it claims the lab, runs the stages of harness/deploy/stages.py and
+rolls back whatever fails; `destroy_lab` removes all of it, also after a deploy killed
+half-way.
 """
 
 from __future__ import annotations
