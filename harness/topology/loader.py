@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import io
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,9 +217,11 @@ def dump_yaml(data: Any) -> str:
 
 def topology_in(folder: Path) -> Path | None:
     """The topology file a folder stands for, as containerlab picks it: its one *.clab.yml,
-    else its one .yml; None when it holds neither."""
+    else its one .yml with a `topology:` section (a folder's other YAML, such as a project's
+    mkdocs.yml or CI file, is not a lab); None when it holds neither."""
     for pattern in ("*.clab.y*ml", "*.y*ml"):
-        found = sorted(p for p in folder.glob(pattern) if p.suffix in (".yml", ".yaml"))
+        found = sorted(p for p in folder.glob(pattern) if p.suffix in (".yml", ".yaml")
+                       and (pattern.startswith("*.clab") or _has_topology_section(p)))
         if len(found) > 1:
             raise TopologyError([TopologyProblem(
                 f"{len(found)} topology files match {pattern}: "
@@ -227,6 +230,13 @@ def topology_in(folder: Path) -> Path | None:
         if found:
             return found[0]
     return None
+
+
+def _has_topology_section(path: Path) -> bool:
+    try:
+        return re.search(r"(?m)^topology\s*:", path.read_text(errors="replace")) is not None
+    except OSError:
+        return False
 
 
 def load_file(path: str | Path) -> LoadedTopology:

@@ -38,6 +38,16 @@ def test_a_folder_without_a_topology_is_no_lab(tmp_path: Path) -> None:
         lab_name(str(tmp_path))
 
 
+def test_a_folders_other_yaml_is_not_its_topology(tmp_path: Path) -> None:
+    """A project's root holds mkdocs.yml (this repository's does): `labctl destroy .` there
+    is a path, not a lab, and a topology beside it is still found."""
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\nnav:\n  - Home: index.md\n")
+    with pytest.raises(LabError, match="neither a lab name"):
+        lab_name(str(tmp_path))
+    shutil.copy(TOPOLOGIES / "pair.yml", tmp_path / "pair.yml")
+    assert load_file(tmp_path).spec.name == "pair"
+
+
 @pytest.mark.parametrize(("argv", "usage"), [
     (["destroy", "--bogus", "x"], "usage: labctl destroy"),
     (["fault", "x", "clear", "--bogus"], "usage: labctl fault NAME|FILE clear"),
