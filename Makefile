@@ -86,7 +86,7 @@ lint: setup
 # The manual as a site in build/site/; strict: a broken link or anchor, or a page missing from
 # the navigation, fails the build (and so `make test`).
 docs: setup
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -q
+	$(VENV)/bin/mkdocs build --strict -q
 
 # Unit tests as `nobody` first (they must need no root), then everything as root on the
 # netns runtime, then the fabric suites again on the docker runtime.
