@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 from harness.core.errors import LabError
 from harness.faults import filters, records, steps
 from harness.faults.records import Record, Undo
+from harness.links import impair
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
 
 CATALOG = "harness.faults.catalog"
+
 
 @dataclass(frozen=True)
 class FaultKind:
@@ -112,7 +114,7 @@ def restore(lab: LabContext, record: Record, catalog: Catalog) -> None:
     for end in undo.ends_down:
         steps.set_state(lab, end, "up")
     for end in undo.impaired:
-        steps.unimpair(lab, end)
+        impair.clear(lab, end)
     for node in undo.filters:  # before a restart: a crashed switch forwards again first
         filters.remove(lab, node, record.id)
     if undo.restart:

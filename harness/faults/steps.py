@@ -1,6 +1,6 @@
 """The steps faults are made of and undone by, shared by the faults of the catalog and by
-restore: a link end's carrier, an impairment cleared, a crashed node restarted, BGP sessions
-waited for. Each is safe to repeat, so a `clear` that failed half-way can run again."""
+restore: a link end's carrier, a crashed node restarted, BGP sessions waited for. Each is
+safe to repeat, so a `clear` that failed half-way can run again."""
 
 from __future__ import annotations
 
@@ -24,10 +24,6 @@ RESET_TIMEOUT_S = 60.0
 def set_state(lab: LabContext, end: Endpoint, state: str) -> None:
     with lab.node(end.node).netlink() as ip:
         ip.link("set", index=ip.link_lookup(ifname=end.iface)[0], state=state)
-
-
-def unimpair(lab: LabContext, end: Endpoint) -> None:
-    impair.clear(lab, end)
 
 
 def restart(lab: LabContext, node: str) -> None:
