@@ -11,11 +11,14 @@ import contextlib
 import ctypes
 import os
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from pyroute2 import netns as pyroute2_netns
+
+from harness.core.errors import LabError
 
 if TYPE_CHECKING:
     from pyroute2.iproute import IPRoute
@@ -131,3 +134,11 @@ def list_netns() -> list[str]:
         return sorted(os.listdir(NETNS_RUN_DIR))
     except FileNotFoundError:
         return []
+
+
+def run_in(netns_path: str | None, argv: list[str], stdin: str | None = None) -> None:
+    """`argv` in the namespace (here when None); LabError with its stderr when it fails."""
+    full = ["nsenter", f"--net={netns_path}", *argv] if netns_path else argv
+    out = subprocess.run(full, input=stdin, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise LabError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")

@@ -718,58 +718,6 @@ static void send_frame(struct packet *p, void *ctx)
         w->e->c.tx++;
 }
 
-static int open_tap(const char *name, const char *iface)
-{
-    int fd = tap_create(name);
-    struct sock_filter drop_all = BPF_STMT(BPF_RET | BPF_K, 0);
-    struct sock_fprog filter = {.len = 1, .filter = &drop_all};
-    if (ioctl(fd, TUNATTACHFILTER, &filter) < 0)   /* frames are read from open_capture's socket */
-        die("TUNATTACHFILTER");
-    /* No IPv6 link-local, no MLD, no ARP: the TAP must carry only the redirected frames. */
-    char path[128];
-    snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", name);
-    int sys = open(path, O_WRONLY | O_CLOEXEC);
-    if (sys >= 0) {
-        if (write(sys, "1", 1) != 1)
-            die("disable_ipv6");
-        close(sys);
-    }
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct ifreq q = {0};
-    snprintf(q.ifr_name, IFNAMSIZ, "%s", iface);
-    if (ioctl(s, SIOCGIFMTU, &q) < 0)
-        die(iface);
-    snprintf(q.ifr_name, IFNAMSIZ, "%s", name);
-    if (ioctl(s, SIOCSIFMTU, &q) < 0)
-        die("SIOCSIFMTU");
-    q.ifr_qlen = 10000;   /* bursts at line rate must not overflow the TAP's qdisc */
-    if (ioctl(s, SIOCSIFTXQLEN, &q) < 0)
-        die("SIOCSIFTXQLEN");
-    if (ioctl(s, SIOCGIFFLAGS, &q) < 0)
-        die("SIOCGIFFLAGS");
-    q.ifr_flags |= IFF_UP | IFF_NOARP;
-    if (ioctl(s, SIOCSIFFLAGS, &q) < 0)
-        die("SIOCSIFFLAGS");
-    close(s);
-    return fd;
-}
-
-/* Frames the TAP transmits (the redirected ones), each with the kernel's timestamp. */
-static int open_capture(const char *tap)
-{
-    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);   /* none until bound */
-    if (fd < 0)
-        die("socket(AF_PACKET)");
-    int one = 1, size = CAPTURE_BUFFER;
-    if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) < 0)
-        die("SO_TIMESTAMPNS");
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-    if (packet_bind(fd, (int)if_nametoindex(tap), ETH_P_ALL) < 0)
-        die(tap);
-    return fd;
-}
-
 static int open_wire(const char *iface, struct sockaddr_ll *addr)
 {
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);   /* protocol 0: transmit only */
@@ -783,21 +731,6 @@ static int open_wire(const char *iface, struct sockaddr_ll *addr)
                                  .sll_halen = 6};
     if (!addr->sll_ifindex)
         die(iface);
-    return fd;
-}
-
-static int open_control(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sun.sun_path)) {
-        errno = ENAMETOOLONG;
-        die(path);
-    }
-    strcpy(sun.sun_path, path);
-    unlink(path);
-    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, 8) < 0)
-        die(path);
     return fd;
 }
 
@@ -891,10 +824,10 @@ static int run(struct engine *e, const char *iface, const char *tap, const char 
     signal(SIGINT, on_stop);
     struct pacer pacer = {.spacing = 2 * SPIN_MAX_NS};
     struct wire wire = {.e = e, .pacer = &pacer};
-    int tapfd = open_tap(tap, iface);
-    cap.fd = open_capture(tap);
+    int tapfd = sink_tap(tap, iface);
+    cap.fd = tap_capture(tap, CAPTURE_BUFFER);
     wire.fd = open_wire(iface, &wire.addr);
-    int ctlfd = open_control(ctl);
+    int ctlfd = control_listen(ctl);
     printf("ready\n");
     fflush(stdout);
     int64_t stop_by = 0, wake_at = 0, polling_since = 0;

@@ -760,17 +760,6 @@ static int open_tap(const char *name)
     return fd;
 }
 
-static int open_control(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
-    unlink(path);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(fd, 8) < 0)
-        die(path);
-    return fd;
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 5 || strcmp(argv[1], "run")) {
@@ -790,7 +779,7 @@ int main(int argc, char **argv)
         die("socket");
     tap_fd = open_tap(argv[2]);
     open_netlink();
-    int control = open_control(argv[3]);   /* last: ready once it answers */
+    int control = control_listen(argv[3]);   /* last: ready once it answers */
     fprintf(stderr, "fl-srv6: serving %s, control %s, source %s\n", argv[2], argv[3], argv[4]);
     static unsigned char buf[HEADROOM + MAX_FRAME];
     unsigned char *frame = buf + HEADROOM;

@@ -16,11 +16,10 @@ on unimpaired links.
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 from harness.core.errors import LabError
-from harness.linux.nsenter import netlink
+from harness.linux.nsenter import netlink, run_in
 
 QUEUES = 8
 HANDLE = 0x5A1  # the HTB qdisc's major number: 5a1: ("SAI")
@@ -52,10 +51,7 @@ class PortQueues:
         self.maps: dict[str, dict[int, int]] = {}  # port name -> DSCP -> queue
 
     def _run(self, argv: list[str], stdin: str | None = None) -> None:
-        full = ["nsenter", f"--net={self.netns_path}", *argv] if self.netns_path else argv
-        out = subprocess.run(full, input=stdin, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise LabError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
+        run_in(self.netns_path, argv, stdin)
 
     def root(self, ifindex: int) -> Any | None:
         """The port's root qdisc (its netlink message), if it has one."""

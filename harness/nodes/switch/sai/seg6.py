@@ -186,7 +186,7 @@ class UserspaceSeg6:
     def _tap_index(self) -> int:
         if self._tap is not None:
             return self._tap
-        self.engine.start(self.setup.program, encap_source(self.netns_path), self.netns_path)
+        self.engine.run(self.setup.program, encap_source(self.netns_path), self.netns_path)
         with netlink(self.netns_path) as ip:
             index = ip.link_lookup(ifname=srv6_engine.TAP)[0]
             quiet_up(ip, index)
