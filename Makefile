@@ -23,7 +23,7 @@ DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e
 # Every engine shares one header (time, errors, TAP and packet-socket set-up).
 ENGINE_H := harness/core/fl_engine.h
 ENGINE_CFLAGS := -O2 -Wall -Wextra -Iharness/core
-ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable
+ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable build/fl-port
 
 setup: debs $(VENV)/.installed $(ENGINES)
 
@@ -48,6 +48,11 @@ $(VENV)/.installed: pyproject.toml
 
 # The userspace impairment engine; harness/links/impair/engine.py runs this rule on demand too.
 build/fl-impair: harness/links/impair/fl_impair.c $(ENGINE_H)
+	@mkdir -p build
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+
+# A port's egress at line rate: queues, shared buffer, ECN, PFC (harness/links/port/).
+build/fl-port: harness/links/port/fl_port.c $(ENGINE_H)
 	@mkdir -p build
 	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
