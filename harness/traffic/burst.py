@@ -25,13 +25,14 @@ ROCE_PORT = 4791  # RoCEv2's UDP port
 IDLE_S = 2.0
 SEND = """
 import socket, sys
-src, dst, port, count, size, dscp = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+src, dst, port, count, size, tos = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
 s.bind((src, 0))
 for i in range(count):
     s.sendto(i.to_bytes(4, "big") + bytes(size - 4), (dst, port))
-"""
+"""  # argv: source, destination, port, count, size, TOS byte (DSCP << 2 | ECN)
 RECEIVE = """
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -88,7 +89,7 @@ def lossless_burst(lab: LabContext, sender: Endpoint, impairment: Impairment, *,
                 raise LabError(f"{receiver.node}: burst receiver did not start")
             lab.node(sender.node).cmd(
                 sys.executable, "-c", SEND, _address(lab, sender), _address(lab, receiver),
-                str(ROCE_PORT), str(count), str(size), str(impairment.lossless.dscp or 0),
+                str(ROCE_PORT), str(count), str(size), str((impairment.lossless.dscp or 0) << 2),
                 check=True, timeout=60)
             received = int(rx.communicate(timeout=60)[0].strip() or 0)
         finally:

@@ -1,0 +1,107 @@
+"""Congestion on the wire: an N:1 incast into a port draining at its line rate, through
+fl-port engines in real namespaces (harness/testing/incast.py), with real PAUSE frames.
+
+Rates are small (hosts at 40 Mbit/s, the congested port at 10 Mbit/s) so two cores carry
+four senders; every check is a count or a ratio, the same at any rate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.core.wait import wait_until
+from harness.testing.incast import LOSSLESS_TC, Buffers, Incast, incast
+
+pytestmark = pytest.mark.e2e
+
+HOST_BPS, PORT_BPS = 40_000_000, 10_000_000
+SENDERS = 4
+BURST = 300  # datagrams per sender: 4 x 300 x 1.4 kB is 10x the buffer the group may use
+
+
+@pytest.fixture(scope="module")
+def lossless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Incast]:
+    with incast(tmp_path_factory.mktemp("pfc"), SENDERS, HOST_BPS, PORT_BPS) as fabric:
+        yield fabric
+
+
+def test_incast_with_pfc_loses_nothing_and_pauses_each_sender_on_the_wire(
+        lossless: Incast) -> None:
+    result = lossless.burst(BURST)
+    assert result.lost == 0, result.received
+    queue = result.switch.port(f"p{SENDERS}").queues[LOSSLESS_TC]
+    assert queue.stats["SAI_QUEUE_STAT_DROPPED_PACKETS"] == 0
+    assert queue.stats["SAI_QUEUE_STAT_PACKETS"] == SENDERS * BURST
+    for i in range(SENDERS):
+        group = result.switch.port(f"p{i}").groups[LOSSLESS_TC]
+        assert group.stats["SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS"] == 0
+        # every PAUSE the switch sent reached the sender's port, where a capture counted it
+        assert group.pfc_tx > 0
+        assert result.pauses_on_wire[f"h{i}"] == group.pfc_tx
+        nic = result.nics[f"h{i}"].port("eth0")
+        assert nic.groups[LOSSLESS_TC].pfc_rx == group.pfc_tx
+        assert nic.queues[LOSSLESS_TC].paused_us > 0
+    # the congested port drained at its line rate, not faster
+    wire_bits = SENDERS * BURST * (1400 + 28 + 14 + 24) * 8
+    assert result.seconds >= 0.9 * wire_bits / PORT_BPS
+
+
+def test_incast_without_pfc_drops_at_the_congested_queue(tmp_path: Path) -> None:
+    with incast(tmp_path, SENDERS, HOST_BPS, PORT_BPS, pfc=False) as fabric:
+        result = fabric.burst(BURST)
+    queue = result.switch.port(f"p{SENDERS}").queues[LOSSLESS_TC]
+    assert result.lost > 0
+    assert queue.stats["SAI_QUEUE_STAT_DROPPED_PACKETS"] > 0
+    assert sum(result.received.values()) == queue.stats["SAI_QUEUE_STAT_PACKETS"]
+    assert not any(result.pauses_on_wire.values())
+
+
+def test_ce_marks_at_the_receiver_follow_the_wred_profile(tmp_path: Path) -> None:
+    """Two senders and a 15 kB XOFF point hold the queue between WRED's thresholds."""
+    low, high, percent = 10_000, 40_000, 50
+    buffers = Buffers(shared=15_000, wred=(low, high, percent))
+    with incast(tmp_path, 2, HOST_BPS, PORT_BPS, buffers) as fabric:
+        result = fabric.burst(800)
+    queue = result.switch.port("p2").queues[LOSSLESS_TC]
+    assert result.lost == 0
+    assert result.ce == queue.stats["SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"] > 0
+    width = 2 * high / len(queue.hist)
+    checked = 0
+    for bucket, (marked, seen) in enumerate(queue.hist):
+        middle = (bucket + 0.5) * width
+        if seen < 100 or not low + width / 2 <= middle <= high - width / 2:
+            continue
+        expected = (middle - low) / (high - low) * percent / 100
+        assert abs(marked / seen - expected) <= 0.10, (bucket, marked, seen, expected)
+        checked += 1
+    assert checked >= 2, queue.hist
+
+
+def test_pfc_storm_is_found_by_the_watchdog_drained_and_restored(lossless: Incast) -> None:
+    switch, storming = lossless.engines["switch"], lossless.engines["h0"]
+    switch.command("watchdog detect_ms=200 restore_ms=400 action=drop")
+    try:
+        storming.command(f"storm 0 {1 << LOSSLESS_TC}")
+        wait_until(lambda: switch.counters().port("p0").queues[LOSSLESS_TC].paused_us > 0, 5.0,
+                   every=0.05)
+        lossless.send(1, 0, 50)
+        queue = wait_until(lambda: switch.counters().port("p0").queues[LOSSLESS_TC], 5.0,
+                           until=lambda q: q.stats["PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED"] > 0,
+                           every=0.05)
+        assert queue.storm
+        assert queue.stats["PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS"] > 0
+        assert any("pfc_storm_detected port=p0" in e for e in switch.events())
+    finally:
+        storming.command("storm 0 0")
+    started = time.monotonic()
+    queue = wait_until(lambda: switch.counters().port("p0").queues[LOSSLESS_TC], 5.0,
+                       until=lambda q: not q.storm, every=0.02)
+    assert queue.stats["PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED"] == 1
+    assert time.monotonic() - started >= 0.3  # restore time without PAUSE, less the polling
+    assert any("pfc_storm_restored port=p0" in e for e in switch.events())
+    switch.command("watchdog action=off")
+
