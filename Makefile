@@ -51,8 +51,8 @@ build/fl-impair: harness/links/impair/fl_impair.c $(ENGINE_H)
 	@mkdir -p build
 	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 
-# A port's egress at line rate: queues, shared buffer, ECN, PFC (harness/links/port/).
-build/fl-port: harness/links/port/fl_port.c $(ENGINE_H)
+# A port's egress at line rate: queues, shared buffer, ECN, PFC (harness/nodes/port/).
+build/fl-port: harness/nodes/port/fl_port.c $(ENGINE_H)
 	@mkdir -p build
 	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 

@@ -1,5 +1,5 @@
-"""Deploy as a list of named stages over a `LabContext`: nodes -> wire -> impair -> start ->
-exec -> converge. Every stage but the last rolls the whole lab back when it fails (or on
+"""Deploy as a list of named stages over a `LabContext`: nodes -> wire -> impair -> nics ->
+start -> exec -> converge. Every stage but the last rolls the whole lab back when it fails (or on
 Ctrl-C); a lab that is built but does not converge is kept, so it can be inspected.
 """
 
@@ -23,6 +23,7 @@ from harness.linux.rtnl_batch import RtnlBatch
 from harness.nodes.frr import attach_bfd
 from harness.nodes.kind import kind_of
 from harness.nodes.neighbours import declared
+from harness.nodes.port import nic
 from harness.runtime.context import LabContext
 from harness.spray.nic import spraying_hosts, wait_spray
 
@@ -97,6 +98,17 @@ def impair_links(lab: LabContext, progress: Progress) -> None:
         progress.advance(1)
 
 
+def start_nics(lab: LabContext, progress: Progress) -> None:
+    """Host ports that honour PAUSE and drain at their speed, on labs whose switches have a
+    buffer (harness/nodes/port/nic.py)."""
+    ends = nic.nic_ends(lab.plan)
+    if ends:
+        progress.stage("host NICs", len(ends))
+    for end in ends:
+        nic.start(lab, end)
+        progress.advance(1)
+
+
 def start_nodes(lab: LabContext, progress: Progress) -> None:
     """Each node's kind starts what it runs (FRR; a switch's agent; a host's sprayer), as long
     as the host has memory for it (harness/deploy/memory.py)."""
@@ -151,7 +163,7 @@ def converge(timeout: float) -> Stage:
 def deploy_stages(*, start: bool = True, timeout: float = 120.0) -> list[Stage]:
     """`start=False` wires the lab and runs nothing in it (`deploy --no-frr`)."""
     wiring = [Stage("nodes", create_nodes), Stage("wire", wire),
-              Stage("impair", impair_links)]
+              Stage("impair", impair_links), Stage("nics", start_nics)]
     if not start:
         return [*wiring, Stage("exec", run_exec)]
     return [*wiring, Stage("start", start_nodes), Stage("exec", run_exec), converge(timeout)]

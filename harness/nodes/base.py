@@ -18,6 +18,9 @@ Evidence = dict[str, dict[str, Callable[[], Any]]]
 class NodeKind(Protocol):
     name: str
     fib_table: int  # the kernel table that forwards transit packets on this kind
+    # Its ports are port engines it runs itself (fl-port, programmed by a SAI switch's agent
+    # from its MMU objects); a port cabled to one gets a NIC engine (nodes/port/nic.py).
+    port_engine: bool
     needs: Mapping[str, str]  # kernel features (linux/features.py) -> what the kind does with each
 
     def image(self, node: NodePlan) -> NodeImage:

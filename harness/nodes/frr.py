@@ -305,6 +305,7 @@ FRR_SHOWS = {"bgp_summary": ("bgpd", "show bgp summary"), "routes4": ("zebra", "
 class FrrKind:
     name = "frr"
     fib_table = RT_TABLE_MAIN
+    port_engine = False
     needs: Mapping[str, str] = {}
     zebra_args: tuple[str, ...] = ()
 

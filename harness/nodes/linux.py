@@ -43,6 +43,7 @@ def join_bridge(node: Node) -> None:
 class LinuxKind:
     name = "linux"
     fib_table = RT_TABLE_MAIN
+    port_engine = False
     needs: Mapping[str, str] = {}
 
     def image(self, node: NodePlan) -> NodeImage:

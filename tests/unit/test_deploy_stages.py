@@ -134,7 +134,8 @@ def test_destroy_uses_the_runtime_the_journal_names(plan: LabPlan) -> None:
 
 
 def test_no_frr_wires_and_runs_exec_but_starts_nothing() -> None:
-    assert [s.name for s in deploy_stages()] == ["nodes", "wire", "impair", "start", "exec",
-                                                 "converge"]
-    assert [s.name for s in deploy_stages(start=False)] == ["nodes", "wire", "impair", "exec"]
+    assert [s.name for s in deploy_stages()] == ["nodes", "wire", "impair", "nics", "start",
+                                                 "exec", "converge"]
+    assert [s.name for s in deploy_stages(start=False)] == ["nodes", "wire", "impair", "nics",
+                                                            "exec"]
     assert [s.rolls_back for s in deploy_stages()][-1] is False

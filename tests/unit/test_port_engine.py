@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.links.port import redirect
-from harness.links.port.engine import parse
+from harness.nodes.port import redirect
+from harness.nodes.port.engine import parse
 
 STATS = """pool size=400000 occupancy=0 watermark=121128 dropped=0 unrouted=0
 port 0 name=p0 speed_bps=10000000 tx=8 tx_errors=0
@@ -53,9 +53,11 @@ def test_mark_filter_is_classic_bpf_matching_the_mark_under_its_mask() -> None:
 
 
 def test_a_switch_port_sends_each_ingress_port_to_its_own_tap() -> None:
-    lines = redirect.switch_redirects("eth1", [0, 1])
-    assert lines[0] == "qdisc replace dev eth1 clsact"
-    assert [line.rsplit(" ", 1)[1] for line in lines[1:]] == ["flp0", "flp1", "flpc"]
-    assert f"pref {redirect.FILTER_PREF} " in lines[1]
+    commands = redirect.switch_redirects("eth1", [0, 1])
+    assert commands[0] == ["qdisc", "replace", "dev", "eth1", "clsact"]
+    assert [c[-1] for c in commands[1:]] == ["flp0", "flp1", "flpc"]
+    assert "'4294963220" not in redirect.batch(commands)  # the bytecode is one quoted word
+    assert f"'{redirect.mark_filter(redirect.ingress_mark(0), 0xFFFFFFFF)}'" in \
+        redirect.batch(commands)
     ruleset = redirect.marks_ruleset({"eth1": 0, "eth2": 1})
     assert '"eth1" : 0x5a200001, "eth2" : 0x5a200002' in ruleset

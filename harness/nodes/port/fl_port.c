@@ -37,7 +37,8 @@
  *   pool size=N
  *   pg ID PRIO reserved=N xoff=N xon=N xon_offset=N (dynamic_th=A | static_th=N)
  *   queue ID Q [dynamic_th=A | static_th=N] [wred=0|1 min=N max=N prob=PCT ecn=0|1 drop=0|1]
- *   watchdog detect_ms=N restore_ms=N action=drop|forward|off
+ *         [guard=0|1]                 (the port's PFC watchdog watches this queue)
+ *   watchdog ID detect_ms=N restore_ms=N action=drop|forward|off
  *   storm ID MASK                      (send PAUSE for the priorities in MASK, for ever; 0 stops)
  *   stats | events
  */
@@ -52,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -74,6 +76,7 @@
 #define HIST 16                       /* WRED histogram: depth buckets up to twice max */
 #define EVENTS 64
 #define HOUSEKEEPING_NS 1000000LL     /* watchdog and pause expiry checks while anything waits */
+#define RT_PRIORITY 10                /* ahead of senders and FRR: PAUSE is acted on at once */
 
 static const unsigned char PAUSE_DST[6] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
 
@@ -97,7 +100,7 @@ struct queue {
     uint64_t hist_seen[HIST], hist_marked[HIST];
     int64_t paused_until, paused_since, last_pause;
     uint64_t paused_ns;
-    int storm;
+    int storm, guarded;
     uint64_t wd_detected, wd_restored, wd_dropped;
 };
 
@@ -126,6 +129,8 @@ struct port {
     uint64_t pfc_rx[PRIOS], pfc_tx[PRIOS], tx, tx_errors;
     uint8_t storm_mask;
     int64_t storm_at;
+    int64_t wd_detect_ns, wd_restore_ns;
+    int wd_action;                    /* 0 off, 1 drop, 2 forward */
 };
 
 struct engine {
@@ -133,8 +138,6 @@ struct engine {
     struct port ports[MAX_PORTS];
     int cpu_tap_fd, cpu_capture_fd;
     uint64_t pool_size, pool_occupancy, pool_watermark, pool_dropped;
-    int64_t wd_detect_ns, wd_restore_ns;
-    int wd_action;                    /* 0 off, 1 drop, 2 forward */
     uint64_t unrouted, rng;
     char events[EVENTS][160];
     unsigned event_count;
@@ -351,7 +354,7 @@ static void enqueue(struct port *out, int in_port, unsigned char *data, uint32_t
     int dscp = dscp_of(data, len, &ecn_at);
     uint8_t prio = out->dscp_tc[dscp];
     struct queue *q = &out->q[out->tc_queue[prio]];
-    if (q->storm && E.wd_action == 1) {
+    if (q->storm && out->wd_action == 1) {
         q->wd_dropped++;
         return;
     }
@@ -501,19 +504,19 @@ static void housekeeping(struct port *p, int64_t now)
             q->paused_ns += (uint64_t)(q->paused_until - q->paused_since);
             q->paused_until = 0;
         }
-        if (!E.wd_action)
+        if (!p->wd_action || !q->guarded)
             continue;
         if (!q->storm && q->head && q->paused_until > now
-                && now - q->paused_since >= E.wd_detect_ns) {
+                && now - q->paused_since >= p->wd_detect_ns) {
             q->storm = 1;
             q->wd_detected++;
             q->paused_ns += (uint64_t)(now - q->paused_since);
             q->paused_until = 0;
             event("pfc_storm_detected port=%s queue=%d action=%s", p->name, i,
-                  E.wd_action == 1 ? "drop" : "forward");
-            if (E.wd_action == 1)
+                  p->wd_action == 1 ? "drop" : "forward");
+            if (p->wd_action == 1)
                 drop_queue(p, q, now);
-        } else if (q->storm && now - q->last_pause >= E.wd_restore_ns) {
+        } else if (q->storm && now - q->last_pause >= p->wd_restore_ns) {
             q->storm = 0;
             q->wd_restored++;
             event("pfc_storm_restored port=%s queue=%d", p->name, i);
@@ -742,20 +745,22 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
         E.pool_size = (uint64_t)number(words, "size", (int64_t)E.pool_size);
         return 0;
     }
-    if (!strcmp(verb, "watchdog")) {
-        char action[16] = "drop";
-        text(words, "action", action, sizeof action);
-        E.wd_action = !strcmp(action, "drop") ? 1 : !strcmp(action, "forward") ? 2 : 0;
-        E.wd_detect_ns = number(words, "detect_ms", 200) * 1000000LL;
-        E.wd_restore_ns = number(words, "restore_ms", 400) * 1000000LL;
-        return 0;
-    }
     if (!is_port || !p->used) {
         snprintf(err, errlen, "%s: no port %d", verb, id);
         return -1;
     }
     if (!strcmp(verb, "unport")) {
         close_port(p, now);
+        return 0;
+    }
+    if (!strcmp(verb, "watchdog")) {
+        char action[16] = "drop";
+        text(words, "action", action, sizeof action);
+        p->wd_action = !strcmp(action, "drop") ? 1 : !strcmp(action, "forward") ? 2 : 0;
+        p->wd_detect_ns = number(words, "detect_ms", 200) * 1000000LL;
+        p->wd_restore_ns = number(words, "restore_ms", 400) * 1000000LL;
+        for (int i = 0; i < QUEUES && !p->wd_action; i++)
+            p->q[i].storm = 0;   /* off: no queue stays in a storm nobody watches */
         return 0;
     }
     if (!strcmp(verb, "storm")) {
@@ -786,6 +791,7 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
         q->wred_prob = (uint64_t)number(words, "prob", (int64_t)q->wred_prob);
         q->ecn = (int)number(words, "ecn", q->ecn);
         q->wred_drop = (int)number(words, "drop", q->wred_drop);
+        q->guarded = (int)number(words, "guard", q->guarded);
         if (q->wred && (q->wred_min >= q->wred_max || q->wred_prob > 100)) {
             q->wred = 0;
             snprintf(err, errlen, "WRED wants min < max and prob 0-100");
@@ -884,6 +890,13 @@ int main(int argc, char **argv)
     E.pool_size = 64 << 20;
     E.rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
     prctl(PR_SET_TIMERSLACK, 1UL);
+    /* A port acts on PAUSE within its response time (headroom.py's EMULATED_RESPONSE_US);
+     * on two cores busy with the very senders it paces, only a real-time priority keeps
+     * that short. It sleeps in ppoll between frames, so it takes little of the CPU. */
+    struct sched_param sp = {.sched_priority = RT_PRIORITY};
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
+        fprintf(stderr, "fl-port: no real-time priority (%s); PAUSE is acted on later\n",
+                strerror(errno));
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, on_stop);
     signal(SIGINT, on_stop);
@@ -913,10 +926,11 @@ int main(int argc, char **argv)
                 fds[n] = (struct pollfd){.fd = E.ports[i].pause_fd, .events = POLLIN};
                 owner[n++] = MAX_PORTS + i;
             }
-        int64_t wake = next_wake(now), wait = wake == INT64_MAX ? -1 : wake - now_ns();
-        struct timespec ts = {.tv_sec = wait > 0 ? wait / 1000000000LL : 0,
-                              .tv_nsec = wait > 0 ? wait % 1000000000LL : 0};
-        if (ppoll(fds, (nfds_t)n, wait < 0 ? NULL : &ts, NULL) < 0 && errno != EINTR)
+        /* A due time already past is a zero wait, never an endless one. */
+        int64_t wake = next_wake(now), wait = wake - now_ns();
+        wait = wait > 0 ? wait : 0;
+        struct timespec ts = {.tv_sec = wait / 1000000000LL, .tv_nsec = wait % 1000000000LL};
+        if (ppoll(fds, (nfds_t)n, wake == INT64_MAX ? NULL : &ts, NULL) < 0 && errno != EINTR)
             die("ppoll");
         now = now_ns();
         for (int i = 0; i < n; i++) {

@@ -1,7 +1,7 @@
 """fl-port (fl_port.c): its program, its control socket, and its counters as SAI names them.
 
 One engine serves a node: a switch's every port (switch mode, programmed from SAI objects by
-harness/nodes/switch/sai/mmu.py) or a host's NIC (nic mode, harness/links/port/nic.py). Its
+harness/nodes/switch/sai/mmu.py) or a host's NIC (nic mode, harness/nodes/port/nic.py). Its
 counters come back as text, one line per pool, port, queue and priority group; `Counters` is
 that text parsed, with the SAI statistic names `labctl sai NODE counters` prints.
 """
@@ -76,6 +76,10 @@ class PortCounters:
 class Counters:
     pool: dict[str, int]
     ports: dict[int, PortCounters]
+
+    @property
+    def names(self) -> set[str]:
+        return {p.name for p in self.ports.values()}
 
     def port(self, name: str) -> PortCounters:
         return next(p for p in self.ports.values() if p.name == name)

@@ -12,16 +12,24 @@ the frame: the queue comes before the cable, and so does PAUSE.
 
 from __future__ import annotations
 
+import shlex
+
 FILTER_PREF = "5"  # ahead of the impairment engine's 7
 MARK_TAG = 0x5A200000
 DONE_MARK = 0x40000000  # fl_port.c's, on everything it sends
 TABLE = "fl_port"
-CPU_TAP = "flpc"
-NIC_TAP = "flpn"
+TAP_PREFIX = "flp"  # every TAP of a switch's engine: none is a port (the agent skips them)
+CPU_TAP = f"{TAP_PREFIX}c"
 
 
 def tap_of(port_id: int) -> str:
-    return f"flp{port_id}"
+    """A switch port's TAP: the frames that came in on port `port_id`."""
+    return f"{TAP_PREFIX}{port_id}"
+
+
+def nic_tap(ifindex: int) -> str:
+    """A NIC's TAP: its port's egress frames."""
+    return f"fln{ifindex}"
 
 
 def ingress_mark(port_id: int) -> int:
@@ -40,25 +48,31 @@ def mark_filter(mark: int, mask: int) -> str:
     return ",".join([str(len(program)), *(" ".join(map(str, op)) for op in program)])
 
 
-def _redirect(port: str, mark: int, mask: int, tap: str) -> str:
-    return (f"filter add dev {port} egress pref {FILTER_PREF} protocol all bpf bytecode "
-            f"\"{mark_filter(mark, mask)}\" action mirred egress redirect dev {tap}")
+def _redirect(port: str, mark: int, mask: int, tap: str) -> list[str]:
+    return ["filter", "add", "dev", port, "egress", "pref", FILTER_PREF, "protocol", "all",
+            "bpf", "bytecode", mark_filter(mark, mask), "action", "mirred", "egress",
+            "redirect", "dev", tap]
 
 
-def switch_redirects(port: str, port_ids: list[int]) -> list[str]:
-    """tc -batch lines: `port`'s egress frames to the TAP of the port each came in on."""
-    return [f"qdisc replace dev {port} clsact",
+def switch_redirects(port: str, port_ids: list[int]) -> list[list[str]]:
+    """tc commands: `port`'s egress frames to the TAP of the port each came in on."""
+    return [["qdisc", "replace", "dev", port, "clsact"],
             *(_redirect(port, ingress_mark(i), 0xFFFFFFFF, tap_of(i)) for i in port_ids),
             _redirect(port, 0, 0xFFFFFFFF, CPU_TAP)]
 
 
-def nic_redirects(iface: str) -> list[str]:
-    """tc -batch lines: every egress frame not yet through the engine to its TAP."""
-    return [f"qdisc replace dev {iface} clsact", _redirect(iface, 0, DONE_MARK, NIC_TAP)]
+def nic_redirects(iface: str, tap: str) -> list[list[str]]:
+    """tc commands: every egress frame not yet through the engine to its TAP."""
+    return [["qdisc", "replace", "dev", iface, "clsact"], _redirect(iface, 0, DONE_MARK, tap)]
 
 
 def unredirect(port: str) -> list[str]:
-    return ["tc", "filter", "del", "dev", port, "egress", "pref", FILTER_PREF]
+    return ["filter", "del", "dev", port, "egress", "pref", FILTER_PREF]
+
+
+def batch(commands: list[list[str]]) -> str:
+    """`tc -batch -` input for tc commands."""
+    return "".join(shlex.join(c) + "\n" for c in commands)
 
 
 def marks_ruleset(ports: dict[str, int]) -> str:
