@@ -106,6 +106,7 @@ def sai(args: argparse.Namespace) -> int:
         _print_dump(result)
     elif args.action == "counters":
         _print_counters(result)
+        _print_buffers(result)
     elif args.action == "apply":
         for change in result["changes"] or ["nothing to change"]:
             out.print(change, highlight=False)
@@ -142,3 +143,35 @@ def _print_counters(rows: list[dict[str, Any]]) -> None:
             f" ({q.get('qdisc', 'none')})")
     out.print(table)
 
+
+
+def _print_buffers(rows: list[dict[str, Any]]) -> None:
+    """The port engine's view (harness/nodes/port): queues and priority groups that saw
+    traffic, with their watermarks, ECN marks, PFC frames and drops."""
+    served = [r for r in rows if "groups" in r]
+    if not served:
+        return
+    pool = served[0]["pool"]
+    table = Table(title=f"buffers (pool {pool['size']} B, peak {pool['watermark']} B, "
+                        f"{pool['dropped']} dropped)")
+    for column in ("port", "what", "pkts", "drops", "now B", "peak B", "headroom peak B",
+                   "ECN marked", "PFC tx/rx"):
+        table.add_column(column)
+    for r in served:
+        s = r["stats"]
+        for q in r["queues"]:
+            if q["SAI_QUEUE_STAT_PACKETS"] or q["SAI_QUEUE_STAT_DROPPED_PACKETS"]:
+                table.add_row(r["name"], f"queue {q['queue']}", *(str(q[f"SAI_QUEUE_STAT_{k}"])
+                              for k in ("PACKETS", "DROPPED_PACKETS", "CURR_OCCUPANCY_BYTES",
+                                        "WATERMARK_BYTES")), "", str(
+                              q["SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"]), "")
+        for g in r["groups"]:
+            tx, rx = (s[f"SAI_PORT_STAT_PFC_{g['index']}_{d}_PKTS"] for d in ("TX", "RX"))
+            if g["SAI_INGRESS_PRIORITY_GROUP_STAT_PACKETS"] or tx or rx:
+                table.add_row(r["name"], f"PG {g['index']}" + (" (pausing)" if g["pausing"]
+                                                                else ""),
+                              *(str(g[f"SAI_INGRESS_PRIORITY_GROUP_STAT_{k}"]) for k in (
+                                  "PACKETS", "DROPPED_PACKETS", "CURR_OCCUPANCY_BYTES",
+                                  "WATERMARK_BYTES", "XOFF_ROOM_WATERMARK_BYTES")),
+                              "", f"{tx}/{rx}")
+    out.print(table)

@@ -137,6 +137,11 @@ class QosPlan(_Plain):
     lossless_tc: int
     cnp_tc: int
     ecn: dict[str, int]  # the lossless class's marking: the earliest of its profiles'
+    buffer: int | None = None  # the switches' shared buffer: congestion is real (fl-port)
+    xoff: int | None = None  # a lossless group's static XOFF point; None: dynamic
+    pfc: bool = True
+    mark: bool = True  # the lossless queue marks CE by `ecn`
+    watchdog_ms: tuple[int, int] | None = None  # PFC watchdog: detection, restoration
 
 
 class NodePlan(_Plain):

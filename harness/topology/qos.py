@@ -11,8 +11,9 @@ else to TC 0 (best effort); each TC to its queue. The switches get the result as
 
 A DSCP that one profile calls lossless and another CNP or best effort cannot be honoured for
 both: it is refused at its line in each file. The class's ECN marking is the earliest of its
-profiles' (lowest thresholds, highest probability), kept in the plan: this kernel has no RED
-qdisc to mark with, so it is declared, not enforced.
+profiles' (lowest thresholds, highest probability). A lab whose `qos:` declares a `buffer`
+has the switches enforce it: a SAI WRED object on the lossless queue, applied by the port
+engine (harness/nodes/port) with the buffers and PFC; without a buffer it stays declared.
 """
 
 from __future__ import annotations
@@ -26,18 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.core.errors import TopologyError, TopologyProblem
 from harness.topology.loader import LoadedTopology, SourceMap, parse_yaml, schema_problems
 from harness.topology.plan import LinkPlan, QosPlan
-from harness.topology.schema import Kind, NodeFields
+from harness.topology.schema import Ecn, Kind, NodeFields
 
 SHIPPED = Path(__file__).parent / "qos_profiles"
 Dscp = Annotated[int, Field(ge=0, le=63)]
 TrafficClass = Annotated[int, Field(ge=0, le=7)]
-
-
-class Ecn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    min_bytes: int = Field(ge=1, description="queue depth where marking starts")
-    max_bytes: int = Field(ge=1, description="queue depth where marking reaches probability")
-    probability: int = Field(ge=1, le=100, description="percent marked at max_bytes")
 
 
 class VendorProfile(BaseModel):
@@ -57,8 +51,6 @@ class VendorProfile(BaseModel):
                 raise ValueError(f"traffic class {tc} is lossless or CNP but no DSCP maps to it")
             if tc not in self.tc_to_queue:
                 raise ValueError(f"traffic class {tc} has no queue in tc_to_queue")
-        if self.ecn.min_bytes >= self.ecn.max_bytes:
-            raise ValueError("ecn.min_bytes must be below ecn.max_bytes")
         return self
 
     def class_of(self, dscp: int) -> str:
@@ -124,9 +116,12 @@ def plan_qos(loaded: LoadedTopology, nodes: dict[str, NodeFields]) -> QosPlan | 
         dscp_to_tc={dscp: tc[cls] for dscp, cls in sorted(classes.items()) if cls in tc},
         tc_to_queue={0: 0, qos.lossless.tc: qos.lossless.queue, qos.cnp.tc: qos.cnp.queue},
         lossless_tc=qos.lossless.tc, cnp_tc=qos.cnp.tc,
-        ecn={"min_bytes": min(p.profile.ecn.min_bytes for p in profiles),
-             "max_bytes": min(p.profile.ecn.max_bytes for p in profiles),
-             "probability": max(p.profile.ecn.probability for p in profiles)})
+        ecn=qos.ecn.model_dump() if isinstance(qos.ecn, Ecn) else
+        {"min_bytes": min(p.profile.ecn.min_bytes for p in profiles),
+         "max_bytes": min(p.profile.ecn.max_bytes for p in profiles),
+         "probability": max(p.profile.ecn.probability for p in profiles)},
+        buffer=qos.buffer, xoff=qos.xoff, pfc=qos.pfc, mark=qos.ecn is not False,
+        watchdog_ms=(qos.watchdog.detect_ms, qos.watchdog.restore_ms) if qos.watchdog else None)
 
 
 def normalized_classes(profiles: list[LoadedProfile]) -> dict[int, str]:

@@ -33,11 +33,12 @@ from pydantic import (
 )
 
 from harness.core.paths import LAB_NAME_MAX, LAB_NAME_PATTERN
-from harness.topology.units import parse_duration_us, parse_percent, parse_rate_bps
+from harness.topology.units import parse_bytes, parse_duration_us, parse_percent, parse_rate_bps
 
 DurationUs = Annotated[float, BeforeValidator(parse_duration_us)]
 RateBps = Annotated[int, BeforeValidator(parse_rate_bps)]
 Percent = Annotated[float, BeforeValidator(parse_percent)]
+Bytes = Annotated[int, BeforeValidator(parse_bytes)]
 
 
 def _as_text(value: object) -> object:
@@ -326,15 +327,45 @@ class QosClass(_Strict):
     queue: int = Field(ge=1, le=7, description="its queue on every port")
 
 
+class Ecn(_Strict):
+    min_bytes: int = Field(ge=1, description="queue depth where marking starts")
+    max_bytes: int = Field(ge=1, description="queue depth where marking reaches probability")
+    probability: int = Field(ge=1, le=100, description="percent marked at max_bytes")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Ecn:
+        if self.min_bytes >= self.max_bytes:
+            raise ValueError("ecn.min_bytes must be below ecn.max_bytes")
+        return self
+
+
+class PfcWatchdog(_Strict):
+    detect_ms: int = Field(200, ge=10, le=60_000, description="a queue paused this long, "
+                           "with frames waiting, is in a PFC storm")
+    restore_ms: int = Field(400, ge=10, le=60_000, description="no PAUSE for this long ends it")
+
+
 class Qos(_Strict):
     """One lossless RDMA class across vendors (harness/topology/qos.py): the switches honour
-    the RoCEv2 and CNP markings of every listed vendor profile."""
+    the RoCEv2 and CNP markings of every listed vendor profile. With a `buffer`, congestion
+    is real: ports drain at their speed through queues in that shared buffer, the lossless
+    class pauses with 802.1Qbb PFC and marks ECN (harness/nodes/port)."""
 
     profiles: list[str] = Field(min_length=1, description="vendor QoS profiles: a shipped "
                                 "name (harness/topology/qos_profiles/) or a YAML file beside "
                                 "the topology")
     lossless: QosClass = QosClass(tc=3, queue=3)
     cnp: QosClass = QosClass(tc=6, queue=6)
+    buffer: Bytes | None = Field(None, ge=16_384, description="each switch's shared buffer; "
+                                 "ports then drain at their speed (a link's `bandwidth`)")
+    xoff: Bytes | None = Field(None, ge=1, description="a lossless priority group's bytes "
+                               "before it sends PAUSE (default: SAI's dynamic threshold, the "
+                               "free buffer)")
+    pfc: bool = Field(True, description="the lossless class pauses rather than drops")
+    ecn: bool | Ecn = Field(True, description="the lossless queue marks CE: true by the "
+                            "profiles' thresholds (real ASICs' bytes), or these (for a lab's "
+                            "emulated line rate), false not at all")
+    watchdog: PfcWatchdog | None = None
 
     @model_validator(mode="after")
     def _apart(self) -> Qos:

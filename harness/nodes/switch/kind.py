@@ -24,6 +24,7 @@ from harness.core.errors import LabError
 from harness.linux.processes import kill_and_reap
 from harness.nodes.base import Evidence
 from harness.nodes.frr import RT_TABLE_MAIN, Frr, FrrKind, frr_of, worse_state
+from harness.nodes.port import engine as port_engine
 from harness.nodes.switch.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE, ask
 from harness.nodes.switch.agent.fpm import FPM_PORT
 from harness.nodes.switch.platform.lifecycle import platform_alarms, start_platform
@@ -90,7 +91,8 @@ def start_agent(lab: LabContext, node: str) -> int:
     _, pid = lab.start_helper(node, runtime.python(
         "harness.nodes.switch.agent", "--node-dir", str(frr.workdir), "--platform",
         lab.plan.node(node).platform or DEFAULT_PLATFORM,
-        "--srv6-engine", runtime.program(srv6_engine.ENGINE)), "SAI agent",
+        "--srv6-engine", runtime.program(srv6_engine.ENGINE),
+        "--port-engine", runtime.program(port_engine.ENGINE)), "SAI agent",
         frr.workdir / "agent.out", agent_log(frr), lambda: agent_pid(frr), AGENT_START_S)
     return pid
 
@@ -113,6 +115,7 @@ class SaiKind(FrrKind):
 
     name = "sai"
     fib_table = SAI_TABLE
+    port_engine = True
     needs: Mapping[str, str] = {
         "nexthop_groups": "kernel nexthop groups, which SAI switches program ECMP into"}
     zebra_args = ("-M", "dplane_fpm_nl")

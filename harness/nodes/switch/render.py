@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.topology.plan import LabPlan, NodePlan, PathPlan, PolicyPlan
+from harness.nodes.switch.sai.headroom import EMULATED_RESPONSE_US, for_km
+from harness.topology.plan import Endpoint, LabPlan, NodePlan, PathPlan, PolicyPlan
 
 MBIT = 1_000_000
+DEFAULT_SPEED_BPS = 100_000 * MBIT  # a port without a link `bandwidth` (Port's default speed)
 BEHAVIOR = {"End": "E", "End.X": "X", "End.DT6": "DT6", "End.DT4": "DT4", "End.DT46": "DT46",
             "End.DX4": "DX4", "End.DX6": "DX6"}
 SRV6_NEXT_HOP = "SAI_NEXT_HOP_TYPE_SRV6_SIDLIST"
 
 
 def sai_config(plan: LabPlan, node: NodePlan) -> dict[str, dict[str, Any]]:
-    return merged(port_speeds(node), qos_maps(plan, node), my_sids(node),
+    return merged(port_speeds(node), qos_maps(plan, node), buffers(plan, node), my_sids(node),
                   policy_paths(plan, node))
 
 
@@ -53,6 +55,59 @@ def qos_maps(plan: LabPlan, node: NodePlan) -> dict[str, dict[str, Any]]:
     for i in node.interfaces:
         document[f"PORT|{i.name}"] = {"SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP": "QOS_MAP|dscp_to_tc",
                                       "SAI_PORT_ATTR_QOS_TC_TO_QUEUE_MAP": "QOS_MAP|tc_to_queue"}
+    return document
+
+
+def buffers(plan: LabPlan, node: NodePlan) -> dict[str, dict[str, Any]]:
+    """With a `buffer` in the lab's `qos:`, the switch's MMU as SAI objects (the port engine
+    makes them real, harness/nodes/switch/sai/mmu.py): one ingress pool; per port a lossless
+    priority group whose profile's XOFF_TH is the PFC headroom its cable needs (the planned
+    length until `labctl headroom` measures it), eight queues (lossy ones admitted by a
+    dynamic threshold, the lossless one marked by WRED from the vendor profiles' ECN), PFC on
+    the lossless class and, if asked, the PFC watchdog."""
+    qos = plan.qos
+    if qos is None or qos.buffer is None:
+        return {}
+    tc, queue = qos.lossless_tc, qos.tc_to_queue[qos.lossless_tc]
+    pool = "BUFFER_POOL|ingress"
+    document: dict[str, dict[str, Any]] = {
+        pool: {"SAI_BUFFER_POOL_ATTR_TYPE": "SAI_BUFFER_POOL_TYPE_INGRESS",
+               "SAI_BUFFER_POOL_ATTR_SIZE": qos.buffer},
+        "BUFFER_PROFILE|lossy": {"SAI_BUFFER_PROFILE_ATTR_POOL_ID": pool,
+                                 "SAI_BUFFER_PROFILE_ATTR_SHARED_DYNAMIC_TH": 0},
+        "WRED|lossless": {"SAI_WRED_ATTR_GREEN_MIN_THRESHOLD": qos.ecn["min_bytes"],
+                          "SAI_WRED_ATTR_GREEN_MAX_THRESHOLD": qos.ecn["max_bytes"],
+                          "SAI_WRED_ATTR_GREEN_DROP_PROBABILITY": qos.ecn["probability"],
+                          "SAI_WRED_ATTR_ECN_MARK_MODE": "SAI_ECN_MARK_MODE_GREEN"}}
+    shared = ({"SAI_BUFFER_PROFILE_ATTR_THRESHOLD_MODE": "SAI_BUFFER_POOL_THRESHOLD_MODE_STATIC",
+               "SAI_BUFFER_PROFILE_ATTR_SHARED_STATIC_TH": qos.xoff} if qos.xoff else
+              {"SAI_BUFFER_PROFILE_ATTR_SHARED_DYNAMIC_TH": 0})
+    for i in node.interfaces:
+        link = plan.link_at(Endpoint(node=node.name, iface=i.name))
+        speed = i.bandwidth_bps or DEFAULT_SPEED_BPS
+        room = for_km(link.distance_km or 0.0, speed, i.mtu, EMULATED_RESPONSE_US)
+        profile = f"BUFFER_PROFILE|lossless-{i.name}"
+        document[profile] = {"SAI_BUFFER_PROFILE_ATTR_POOL_ID": pool, **shared,
+                             "SAI_BUFFER_PROFILE_ATTR_XOFF_TH": room.bytes,
+                             "SAI_BUFFER_PROFILE_ATTR_XON_OFFSET_TH": 2 * i.mtu}
+        document[f"INGRESS_PRIORITY_GROUP|{i.name}-{tc}"] = {
+            "SAI_INGRESS_PRIORITY_GROUP_ATTR_PORT": f"PORT|{i.name}",
+            "SAI_INGRESS_PRIORITY_GROUP_ATTR_INDEX": tc,
+            "SAI_INGRESS_PRIORITY_GROUP_ATTR_BUFFER_PROFILE": profile}
+        for q in range(8):
+            lossless = q == queue
+            document[f"QUEUE|{i.name}-{q}"] = {
+                "SAI_QUEUE_ATTR_PORT": f"PORT|{i.name}", "SAI_QUEUE_ATTR_INDEX": q,
+                **({"SAI_QUEUE_ATTR_WRED_PROFILE_ID": "WRED|lossless"} if lossless and qos.mark
+                   else {} if lossless else
+                   {"SAI_QUEUE_ATTR_BUFFER_PROFILE_ID": "BUFFER_PROFILE|lossy"}),
+                **({"SAI_QUEUE_ATTR_ENABLE_PFC_DLDR": True}
+                   if lossless and qos.watchdog_ms else {})}
+        port: dict[str, Any] = {"SAI_PORT_ATTR_PRIORITY_FLOW_CONTROL": 1 << tc if qos.pfc else 0}
+        if qos.watchdog_ms:
+            port["SAI_PORT_ATTR_PFC_TC_DLD_INTERVAL"] = [[tc, qos.watchdog_ms[0]]]
+            port["SAI_PORT_ATTR_PFC_TC_DLR_INTERVAL"] = [[tc, qos.watchdog_ms[1]]]
+        document[f"PORT|{i.name}"] = port
     return document
 
 

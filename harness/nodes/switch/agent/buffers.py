@@ -4,6 +4,9 @@ measured port gets a buffer profile whose XOFF threshold is the PFC headroom its
 (harness/nodes/switch/sai/headroom.py) and its priority group LOSSLESS_PG pointing at it.
 Measurements are kept in the node's directory (cable.json), so a warm restart puts the same
 profiles back without measuring again; a new measurement moves a port's headroom with one SAI set.
+A port whose lossless group the configuration declares (a lab with a `qos:` buffer) keeps that
+group: the measurement sets its profile's XOFF_TH, which the port engine then applies
+(harness/nodes/switch/sai/mmu.py): measure -> profile -> engine.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any
 from harness.linux.files import replace_file
 from harness.nodes.switch.agent.cable import Measurement
 from harness.nodes.switch.sai.api import SaiSwitch
+from harness.nodes.switch.sai.headroom import EMULATED_RESPONSE_US, PFC_RESPONSE_US
+from harness.nodes.switch.sai.records import IngressPriorityGroup
 from harness.nodes.switch.sai.status import Status
-from harness.nodes.switch.sai.types import ObjectType
+from harness.nodes.switch.sai.types import NULL_OID, ObjectType
 
 T = ObjectType
 LOSSLESS_PG = 3  # RoCE's priority, as the lossless class's DSCP maps put it
@@ -48,7 +53,9 @@ class BufferOrch:
               ) -> dict[str, Any]:
         """The port's headroom from `measurement`, in SAI; what was done, for the caller."""
         speed_mbps = self.sai.record(port).speed  # type: ignore[union-attr]
-        headroom = measurement.headroom(speed_mbps * 1_000_000)
+        declared = self._declared_profile(port)  # a port engine's: it answers as one
+        headroom = measurement.headroom(speed_mbps * 1_000_000, PFC_RESPONSE_US if declared is
+                                        None else EMULATED_RESPONSE_US)
         status = self._program(measurement.port, port, headroom.bytes)
         if status.ok:
             self.measured[measurement.port] = measurement
@@ -58,6 +65,9 @@ class BufferOrch:
                 "headroom_bytes": headroom.bytes, "status": str(status)}
 
     def _program(self, name: str, port: int, xoff: int) -> Status:
+        declared = self._declared_profile(port)
+        if declared is not None:  # the document's lossless group (a `qos:` buffer): its profile
+            return self.sai.set(declared, "SAI_BUFFER_PROFILE_ATTR_XOFF_TH", xoff)
         if self.pool is None:
             status, pool = self.sai.create(T.BUFFER_POOL, {
                 "SAI_BUFFER_POOL_ATTR_TYPE": "SAI_BUFFER_POOL_TYPE_INGRESS",
@@ -82,6 +92,17 @@ class BufferOrch:
             return status
         self.profiles[name] = (profile, group)  # type: ignore[assignment]
         return status
+
+    def _declared_profile(self, port: int) -> int | None:
+        """The buffer profile of a lossless priority group the configuration already gave
+        `port`, if it has one and it is not this orchestrator's own."""
+        own = {group for _, group in self.profiles.values()}
+        for oid, group in self.sai.objects(T.INGRESS_PRIORITY_GROUP).items():
+            if (isinstance(group, IngressPriorityGroup) and oid not in own
+                    and group.port == port and group.index == LOSSLESS_PG
+                    and group.buffer_profile != NULL_OID):
+                return group.buffer_profile
+        return None
 
     def _keep(self) -> None:
         replace_file(self.node_dir / STATE_FILE,

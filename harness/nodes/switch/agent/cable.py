@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from harness.nodes.switch.sai.headroom import Headroom
+from harness.nodes.switch.sai.headroom import PFC_RESPONSE_US, Headroom
 
 CABLE_PORT = 3799
 PROBES = 20
@@ -131,8 +131,8 @@ class Measurement:
     one_way_us: float
     answered: int  # of PROBES
 
-    def headroom(self, rate_bps: int) -> Headroom:
-        return Headroom(self.one_way_us, rate_bps)
+    def headroom(self, rate_bps: int, response_us: float = PFC_RESPONSE_US) -> Headroom:
+        return Headroom(self.one_way_us, rate_bps, response_us=response_us)
 
 
 def far_end(address: str) -> str:

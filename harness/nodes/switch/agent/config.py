@@ -54,7 +54,8 @@ BOUND = (T.PORT, T.ROUTER_INTERFACE, T.VIRTUAL_ROUTER)
 # Entries keyed by what they match rather than by an object id.
 KEYED = (T.ROUTE_ENTRY, T.MY_SID_ENTRY)
 CREATED = (T.NEXT_HOP, T.NEXT_HOP_GROUP, T.NEXT_HOP_GROUP_MEMBER, T.SRV6_SIDLIST,
-           T.BUFFER_POOL, T.BUFFER_PROFILE, T.INGRESS_PRIORITY_GROUP, T.QOS_MAP)
+           T.BUFFER_POOL, T.BUFFER_PROFILE, T.INGRESS_PRIORITY_GROUP, T.QOS_MAP, T.WRED,
+           T.QUEUE)
 CONFIGURABLE = (*BOUND, *KEYED, *CREATED)
 # What a warm start reads back from the kernel besides routes, so it is claimed, not made.
 IN_KERNEL = (T.NEXT_HOP, T.NEXT_HOP_GROUP, T.NEXT_HOP_GROUP_MEMBER, T.SRV6_SIDLIST,
@@ -141,11 +142,32 @@ def parse(text: str, source: str, bound: set[str]) -> dict[str, Entry]:
             same_type = sorted(k for k in bound if k.startswith(f"{entry.kind.name}|"))
             raise fail(f"the switch has no {entry.key}", f"name one of {', '.join(same_type)}",
                        entry.key)
+    _check_buffers(entries, fail)
     # SAI's references form no circle (a type points only at types it cannot be pointed at
     # by), and the checks above kept each reference to its type: the order always exists.
     order = TopologicalSorter({key: set(e.references.values()) & set(entries)
                                for key, e in entries.items()}).static_order()
     return {key: entries[key] for key in order}
+
+
+def _check_buffers(entries: dict[str, Entry], fail: Any) -> None:
+    """A buffer profile must fit its pool: its static threshold, and its reserved buffer
+    plus headroom, each within the pool's size (SAI refuses the create otherwise)."""
+    for entry in entries.values():
+        pool = entries.get(entry.attrs.get("SAI_BUFFER_PROFILE_ATTR_POOL_ID", "")) \
+            if entry.kind is T.BUFFER_PROFILE else None
+        if pool is None:
+            continue
+        size = pool.attrs.get("SAI_BUFFER_POOL_ATTR_SIZE", 0)
+        static = entry.attrs.get("SAI_BUFFER_PROFILE_ATTR_SHARED_STATIC_TH", 0)
+        footprint = (entry.attrs.get("SAI_BUFFER_PROFILE_ATTR_RESERVED_BUFFER_SIZE", 0)
+                     + entry.attrs.get("SAI_BUFFER_PROFILE_ATTR_XOFF_TH", 0))
+        for name, value, what in (
+                ("SAI_BUFFER_PROFILE_ATTR_SHARED_STATIC_TH", static, "the static threshold"),
+                ("SAI_BUFFER_PROFILE_ATTR_XOFF_TH", footprint, "reserved buffer plus headroom")):
+            if value > size:
+                raise fail(f"{what} ({value} B) exceeds {pool.key}'s size ({size} B)",
+                           "lower it, or give the pool more", entry.key, name)
 
 
 def _entry(key: Any, attrs: Any, fail: Any) -> Entry:

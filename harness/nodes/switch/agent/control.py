@@ -83,13 +83,24 @@ def dump(agent: Agent, kinds: list[str] | None = None) -> dict[str, Any]:
 
 
 def counters(agent: Agent) -> list[dict[str, Any]]:
+    """Per port: its statistics and queues; on a port the port engine serves, also its
+    priority groups, PFC frames per priority and the shared pool (harness/nodes/port)."""
     rows = []
+    engine = agent.backend.mmu.counters()
     for oid, port in agent.sai.objects(ObjectType.PORT).items():
         assert isinstance(port, Port)
         _, stats = agent.sai.get_port_stats(oid)  # type: ignore[arg-type]
         _, queues = agent.sai.get_queue_stats(oid)  # type: ignore[arg-type]
-        rows.append({"port": format_oid(oid), "name": agent.port_names.get(oid, "?"),
-                     "lanes": list(port.hw_lane_list), "stats": stats, "queues": queues})
+        name = agent.port_names.get(oid, "?")
+        row = {"port": format_oid(oid), "name": name, "lanes": list(port.hw_lane_list),
+               "stats": stats, "queues": queues}
+        if engine is not None and name in engine.names:
+            served = engine.port(name)
+            row["stats"] = {**stats, **served.sai()}
+            row["groups"] = [{"index": i, "pausing": g.pausing, **g.stats}
+                             for i, g in enumerate(served.groups)]
+            row["pool"] = engine.pool
+        rows.append(row)
     return rows
 
 

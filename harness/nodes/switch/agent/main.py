@@ -30,6 +30,7 @@ from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 from harness.linux.files import replace_file
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
+from harness.nodes.port.redirect import TAP_PREFIX
 from harness.nodes.switch.agent import cable
 from harness.nodes.switch.agent.buffers import BufferOrch
 from harness.nodes.switch.agent.client import CONFIG_FILE, SOCKET_NAME, TE_FILE, serve_one
@@ -50,6 +51,7 @@ from harness.nodes.switch.sai import srv6_engine
 from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.capacity import CapacityProfile, platform_capacity
 from harness.nodes.switch.sai.kernel import SAI_TABLE, KernelBackend
+from harness.nodes.switch.sai.mmu import PortSetup
 from harness.nodes.switch.sai.seg6 import OWN_DEVICES, Srv6Setup
 from harness.nodes.switch.sai.trace import Trace
 from harness.nodes.switch.sai.types import ObjectType
@@ -66,7 +68,7 @@ GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's d
 class Agent:
     def __init__(self, node_dir: Path, capacity: CapacityProfile, table: int = SAI_TABLE,
                  port: int = FPM_PORT, config: Path | None = None,
-                 srv6: Srv6Setup | None = None) -> None:
+                 srv6: Srv6Setup | None = None, ports: PortSetup | None = None) -> None:
         self.node_dir = node_dir
         self.config_path = config or node_dir / CONFIG_FILE
         self.port = port
@@ -75,7 +77,7 @@ class Agent:
         # Block-buffered and written when idle (see serve): a line-buffered file made one
         # write call per SAI call, a tenth of a 10k-route download's time.
         self._trace_file = open(node_dir / "sai.log", "a")  # noqa: SIM115
-        self.backend = KernelBackend(table=table, srv6=srv6)
+        self.backend = KernelBackend(table=table, srv6=srv6, ports=ports)
         self.sai = SaiSwitch(self.backend, capacity=capacity,
                              trace=Trace(sink=lambda line: self._trace_file.write(line + "\n")),
                              attrs={"SAI_SWITCH_ATTR_INIT_SWITCH": True,
@@ -110,8 +112,8 @@ class Agent:
             channel.close()
         for link in links:
             name = link.get_attr("IFLA_IFNAME")
-            if name in ("lo", srv6_engine.TAP, *OWN_DEVICES):
-                continue  # the SRv6 dataplane's own devices (sai/seg6.py)
+            if name in ("lo", srv6_engine.TAP, *OWN_DEVICES) or name.startswith(TAP_PREFIX):
+                continue  # the SRv6 dataplane's and the port engine's own devices
             status, port = self.sai.create(T.PORT, {
                 "SAI_PORT_ATTR_HW_LANE_LIST": [link["index"]],
                 "SAI_PORT_ATTR_ADMIN_STATE": bool(link["flags"] & IFF_UP),
@@ -140,6 +142,8 @@ class Agent:
         changes = self.config.apply(entries)
         self.te.load(self.node_dir / TE_FILE)
         self.buffers.restore(self.ports_by_name)
+        if not self.backend.settle().ok:
+            self.log.error("port engine: not settled after boot (see above)")
         self.log.info("booted: %d ports, %d objects read back from the kernel (%d routes, %d "
                       "claimed by the configuration), %d configuration changes",
                       len(self.port_names), adopted, len(self.orch.programmed), len(claimed),
@@ -364,13 +368,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--srv6-engine", required=True, help="the fl-srv6 program, for where "
                         "the kernel has no seg6")
     parser.add_argument("--srv6-path", choices=("auto", "kernel", "userspace"), default="auto")
+    parser.add_argument("--port-engine", help="the fl-port program, for ports whose queues, "
+                        "buffers, ECN and PFC the configuration declares")
     args = parser.parse_args(argv)
     logging.basicConfig(filename=args.node_dir / "agent.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv6 = Srv6Setup(args.node_dir, args.srv6_engine, args.srv6_path)
+    ports = PortSetup(args.node_dir, args.port_engine) if args.port_engine else None
     agent = Agent(args.node_dir, platform_capacity(PLATFORMS[args.platform]), args.table, args.port,
-                  args.config, srv6)
+                  args.config, srv6, ports)
     agent.boot()
     # A FIB is many long-lived objects: the cyclic GC rescanning them took a quarter of a
     # 10k-route download. Boot's objects leave its scans; young collections run less often.

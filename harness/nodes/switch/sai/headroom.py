@@ -23,6 +23,12 @@ from harness.topology.fibre import FIBRE_US_PER_KM
 # IEEE 802.1Qbb: a port must act on PAUSE within 3840 bit times after the frame carrying it
 # ends; ASICs quote about 1 us at 100G and above. The lab takes 1 us whatever the speed.
 PFC_RESPONSE_US = 1.0
+# A port that is a userspace engine (fl-port, harness/nodes/port) takes PAUSE in when its
+# process wakes: tens of microseconds on an idle box, up to a millisecond on two busy cores
+# (bench/congestion.py prints what a run saw: the headroom used, in microseconds of line
+# rate). The lab's own ports size their headroom with that, or they would drop what a real
+# ASIC, answering in 1 us, never receives.
+EMULATED_RESPONSE_US = 1000.0
 DEFAULT_MTU = 9216  # what RoCE fabrics run: one jumbo frame each end
 
 
@@ -43,5 +49,6 @@ class Headroom:
         return math.ceil(in_flight_s * self.rate_bps / 8) + 2 * self.mtu
 
 
-def for_km(km: float, rate_bps: int, mtu: int = DEFAULT_MTU) -> Headroom:
-    return Headroom(km * FIBRE_US_PER_KM, rate_bps, mtu)
+def for_km(km: float, rate_bps: int, mtu: int = DEFAULT_MTU,
+           response_us: float = PFC_RESPONSE_US) -> Headroom:
+    return Headroom(km * FIBRE_US_PER_KM, rate_bps, mtu, response_us)

@@ -45,17 +45,23 @@ from harness.linux.rtnl_messages import (
 )
 from harness.linux.rtnl_route import RTM_DELROUTE, RTM_GETROUTE, RTM_NEWROUTE
 from harness.nodes.switch.sai.backend import Discovery, ObjectView, Op, Ref
+from harness.nodes.switch.sai.mmu import Mmu, PortSetup
 from harness.nodes.switch.sai.queues import ForeignQdisc, PortQueues, counters, dscp_to_queue
 from harness.nodes.switch.sai.records import (
+    BufferPool,
+    BufferProfile,
+    IngressPriorityGroup,
     MySidEntry,
     NeighborEntry,
     NextHop,
     NextHopGroupMember,
     Port,
     QosMap,
+    Queue,
     RouteEntry,
     RouterInterface,
     Srv6SidList,
+    Wred,
 )
 from harness.nodes.switch.sai.seg6 import Seg6, Srv6Setup, choose
 from harness.nodes.switch.sai.status import Status
@@ -70,6 +76,8 @@ from harness.nodes.switch.sai.types import (
 )
 
 log = logging.getLogger(__name__)
+# What the port engine is made of (mmu.py): a change to any reprograms it.
+MMU_RECORDS = (BufferPool, BufferProfile, IngressPriorityGroup, Queue, Wred)
 SAI_TABLE = 252  # the FIB the agent programs; ip rules make it the one that forwards
 RTPROT_SAI = 250  # protocol of every route and nexthop this backend owns
 NH_ID_BASE = 1 << 30  # kernel nexthop ids of SAI objects; zebra counts up from 1
@@ -98,7 +106,7 @@ class KernelBackend:
     name = "kernel"
 
     def __init__(self, netns_path: str | None = None, table: int = SAI_TABLE,
-                 srv6: Srv6Setup | None = None) -> None:
+                 srv6: Srv6Setup | None = None, ports: PortSetup | None = None) -> None:
         self.netns_path = netns_path
         self.table = table
         self.srv6 = srv6
@@ -109,6 +117,8 @@ class KernelBackend:
         self._next_id = NH_ID_BASE + 1
         self._live_groups: set[int] = set()  # groups that have a kernel object
         self.queues = PortQueues(netns_path)
+        self.mmu = Mmu(netns_path, ports)
+        self.port_names: dict[int, str] = {}  # port oid -> interface
 
     def bind(self, view: ObjectView) -> None:
         self.view = view
@@ -164,7 +174,10 @@ class KernelBackend:
         if isinstance(record, MySidEntry):
             return self._my_sid(op)
         if isinstance(record, QosMap) and op.api == "set":
-            return self._remap_ports(op.ref)  # type: ignore[arg-type]
+            status = self._remap_ports(op.ref)  # type: ignore[arg-type]
+            return self._sync_mmu() if status.ok else status
+        if isinstance(record, MMU_RECORDS):
+            return self._sync_mmu()
         if isinstance(record, Srv6SidList) and op.api == "set":
             return self._reprogram_users(op.ref)  # type: ignore[arg-type]
         if isinstance(record, Srv6SidList) and op.api == "remove":
@@ -344,7 +357,9 @@ class KernelBackend:
             name = link.get_attr("IFLA_IFNAME")
             if op.new is None:
                 self.queues.clear(name)
-                return Status.SUCCESS
+                self.port_names.pop(op.ref, None)  # type: ignore[call-overload]
+                return self._sync_mmu()
+            self.port_names[op.ref] = name  # type: ignore[index]
             up = bool(link["flags"] & 1)
             changes: dict[str, Any] = {}
             if port.admin_state != up:
@@ -355,11 +370,23 @@ class KernelBackend:
                 ip.link("set", index=port.hw_lane_list[0], **changes)
         return self._port_queues(port, name)
 
+    def _sync_mmu(self, *, prune: bool = False) -> Status:
+        assert self.view is not None
+        return self.mmu.sync(self.view, self.port_names, prune=prune)
+
+    def settle(self) -> Status:
+        """After a boot's configuration: what a previous agent left and this one's document
+        no longer declares goes (mmu.py)."""
+        return self._sync_mmu(prune=True)
+
     def _port_queues(self, port: Port, name: str) -> Status:
-        """The port's queues as its maps say (queues.py); none without a DSCP -> TC map."""
-        if port.qos_dscp_to_tc_map == NULL_OID:
+        """The port's queues as its maps say (queues.py), or the port engine's when QUEUE
+        objects name it (mmu.py); none without a DSCP -> TC map."""
+        assert self.view is not None
+        ref = next(oid for oid, n in self.port_names.items() if n == name)
+        if port.qos_dscp_to_tc_map == NULL_OID or self.mmu.served(self.view, ref):
             self.queues.clear(name)
-            return Status.SUCCESS
+            return self._sync_mmu()
         assert self.view is not None
         to_tc: QosMap = self.view.record(port.qos_dscp_to_tc_map)  # type: ignore[assignment]
         to_queue: QosMap | None = self.view.record(port.qos_tc_to_queue_map)  # type: ignore
@@ -423,6 +450,12 @@ class KernelBackend:
 
     def queue_stats(self, port: Port) -> list[dict[str, int]]:
         lane = port.hw_lane_list[0]
+        if (engine := self.mmu.counters()) is not None:
+            with netlink(self.netns_path) as ip:
+                name = ip.get_links(lane)[0].get_attr("IFLA_IFNAME")
+            if name in engine.names:
+                return [{"queue": i, "qdisc": "fl-port", **q.stats}
+                        for i, q in enumerate(engine.port(name).queues)]
         if self.queues.maps and (queues := self.queues.stats(lane)):
             return queues  # type: ignore[return-value]
         root = self.queues.root(lane)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from harness.nodes.switch.sai.status import Status
 from harness.nodes.switch.sai.types import (
     BUFFER_POOL_TYPES,
+    ECN_MARK_MODES,
     MY_SID_BEHAVIORS,
     NEXT_HOP_GROUP_TYPES,
     NEXT_HOP_TYPES,
@@ -85,6 +86,11 @@ def _qos_mapping(value: Any) -> tuple[tuple[int, int], ...]:
     if not pairs:
         raise ValueError("a QoS map needs at least one key -> value pair")
     return pairs
+
+
+def _tc_intervals(value: Any) -> tuple[tuple[int, int], ...]:
+    """SAI's per-TC interval map (TC -> milliseconds), as a list of pairs."""
+    return tuple(sorted((_int(0, 7)(k), _int(1, 60_000)(v)) for k, v in dict(value).items()))
 
 
 _OID = _int(0, 2**64 - 1)
@@ -167,13 +173,19 @@ class Port(Record):
              attr("SAI_PORT_ATTR_MTU", "mtu", _int(68, 65535)),
              attr("SAI_PORT_ATTR_QOS_DSCP_TO_TC_MAP", "qos_dscp_to_tc_map", refs=(T.QOS_MAP,)),
              attr("SAI_PORT_ATTR_QOS_TC_TO_QUEUE_MAP", "qos_tc_to_queue_map",
-                  refs=(T.QOS_MAP,)))
+                  refs=(T.QOS_MAP,)),
+             attr("SAI_PORT_ATTR_PRIORITY_FLOW_CONTROL", "priority_flow_control", _int(0, 255)),
+             attr("SAI_PORT_ATTR_PFC_TC_DLD_INTERVAL", "pfc_tc_dld_interval", _tc_intervals),
+             attr("SAI_PORT_ATTR_PFC_TC_DLR_INTERVAL", "pfc_tc_dlr_interval", _tc_intervals))
     hw_lane_list: tuple[int, ...] = ()
     speed: int = 100_000
     admin_state: bool = True
     mtu: int = 1500
     qos_dscp_to_tc_map: int = NULL_OID
     qos_tc_to_queue_map: int = NULL_OID
+    priority_flow_control: int = 0  # bit n: PFC on priority n
+    pfc_tc_dld_interval: tuple[tuple[int, int], ...] = ()  # the PFC watchdog's detection, ms
+    pfc_tc_dlr_interval: tuple[tuple[int, int], ...] = ()  # and its restoration, ms
 
 
 @dataclass(frozen=True)
@@ -352,6 +364,8 @@ class BufferProfile(Record):
                   _enum(*THRESHOLD_MODES)),
              attr("SAI_BUFFER_PROFILE_ATTR_SHARED_DYNAMIC_TH", "shared_dynamic_th",
                   _int(-8, 8)),
+             attr("SAI_BUFFER_PROFILE_ATTR_SHARED_STATIC_TH", "shared_static_th",
+                  _int(0, 2**40)),
              attr("SAI_BUFFER_PROFILE_ATTR_XOFF_TH", "xoff_th", _int(0, 2**40)),
              attr("SAI_BUFFER_PROFILE_ATTR_XON_TH", "xon_th", _int(0, 2**40)),
              attr("SAI_BUFFER_PROFILE_ATTR_XON_OFFSET_TH", "xon_offset_th", _int(0, 2**40)))
@@ -359,6 +373,7 @@ class BufferProfile(Record):
     reserved_buffer_size: int = 0
     threshold_mode: str = "SAI_BUFFER_POOL_THRESHOLD_MODE_DYNAMIC"
     shared_dynamic_th: int = 0
+    shared_static_th: int = 0
     xoff_th: int = 0
     xon_th: int = 0
     xon_offset_th: int = 0
@@ -411,10 +426,61 @@ class QosMap(Record):
         return None
 
 
+@dataclass(frozen=True)
+class Wred(Record):
+    """Weighted random early detection: between the green thresholds a packet is hit with a
+    probability rising linearly to GREEN_DROP_PROBABILITY; an ECT packet hit is marked CE
+    when the ECN mark mode covers green, other hit packets are dropped if green is enabled."""
+
+    TYPE = T.WRED
+    ATTRS = (attr("SAI_WRED_ATTR_GREEN_ENABLE", "green_enable", _bool),
+             attr("SAI_WRED_ATTR_GREEN_MIN_THRESHOLD", "green_min_threshold", _int(0, 2**40)),
+             attr("SAI_WRED_ATTR_GREEN_MAX_THRESHOLD", "green_max_threshold", _int(1, 2**40)),
+             attr("SAI_WRED_ATTR_GREEN_DROP_PROBABILITY", "green_drop_probability",
+                  _int(0, 100)),
+             attr("SAI_WRED_ATTR_ECN_MARK_MODE", "ecn_mark_mode", _enum(*ECN_MARK_MODES)))
+    green_enable: bool = False
+    green_min_threshold: int = 0
+    green_max_threshold: int = 1
+    green_drop_probability: int = 100
+    ecn_mark_mode: str = "SAI_ECN_MARK_MODE_NONE"
+
+    def problem(self) -> str | None:
+        if self.green_min_threshold >= self.green_max_threshold:
+            return ("SAI_WRED_ATTR_GREEN_MIN_THRESHOLD must be below "
+                    "SAI_WRED_ATTR_GREEN_MAX_THRESHOLD")
+        return None
+
+    @property
+    def marks(self) -> bool:
+        return self.ecn_mark_mode != "SAI_ECN_MARK_MODE_NONE"
+
+
+@dataclass(frozen=True)
+class Queue(Record):
+    """One of a port's egress queues: its WRED profile, its buffer profile (a lossy queue's
+    threshold) and whether the PFC watchdog guards it."""
+
+    TYPE = T.QUEUE
+    ATTRS = (attr("SAI_QUEUE_ATTR_PORT", "port", mandatory=True, create_only=True,
+                  refs=(T.PORT,)),
+             attr("SAI_QUEUE_ATTR_INDEX", "index", _int(0, 7), mandatory=True,
+                  create_only=True),
+             attr("SAI_QUEUE_ATTR_WRED_PROFILE_ID", "wred_profile_id", refs=(T.WRED,)),
+             attr("SAI_QUEUE_ATTR_BUFFER_PROFILE_ID", "buffer_profile_id",
+                  refs=(T.BUFFER_PROFILE,)),
+             attr("SAI_QUEUE_ATTR_ENABLE_PFC_DLDR", "enable_pfc_dldr", _bool))
+    port: int = NULL_OID
+    index: int = 0
+    wred_profile_id: int = NULL_OID
+    buffer_profile_id: int = NULL_OID
+    enable_pfc_dldr: bool = False
+
+
 RECORDS: dict[ObjectType, type[Record]] = {r.TYPE: r for r in (
     Switch, VirtualRouter, Port, RouterInterface, NeighborEntry, NextHop, NextHopGroup,
     NextHopGroupMember, RouteEntry, Srv6SidList, MySidEntry, BufferPool, BufferProfile,
-    IngressPriorityGroup, QosMap)}
+    IngressPriorityGroup, QosMap, Wred, Queue)}
 
 
 def build(kind: ObjectType, attrs: dict[str, Any]) -> tuple[Status, Record | str]:
