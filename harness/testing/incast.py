@@ -12,53 +12,25 @@ the PAUSE frames that reach it on the wire. Used by the e2e tests and bench/cong
 from __future__ import annotations
 
 import itertools
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.build import built
-from harness.core.wait import wait_until
-from harness.links.port import redirect
-from harness.links.port.engine import ENGINE, Counters, PortEngine
 from harness.linux.nsenter import NETNS_RUN_DIR, run_in
 from harness.linux.scratch import remove, scratch_name
+from harness.nodes.port import redirect
+from harness.nodes.port.engine import ENGINE, Counters, PortEngine
 from harness.traffic.burst import SEND
+from harness.traffic.incast import ECT0, Burst, Host, run
 
 LOSSLESS_DSCP = 26
 LOSSLESS_TC = 3
-ECT0 = 0b10
 PORT = 4791
 DSCP_TC = "".join(str(LOSSLESS_TC) if d == LOSSLESS_DSCP else "0" for d in range(64))
-
-# Distinct datagrams per sender and CE marks, until the port has been idle for argv[2] s.
-RECEIVE = """
-import json, socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 25)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-print("ready", flush=True)
-s.settimeout(60)
-seen, ce, first, last = {}, 0, None, None
-try:
-    while True:
-        data, anc, _, (src, _) = s.recvmsg(65536, 64)
-        last = time.monotonic()
-        first = first or last
-        seen.setdefault(src, set()).add(int.from_bytes(data[:4], "big"))
-        ce += any(c[1] == socket.IP_TOS and c[2][0] & 3 == 3 for c in anc)
-        s.settimeout(float(sys.argv[2]))
-except TimeoutError:
-    pass
-print(json.dumps({"received": {k: len(v) for k, v in seen.items()}, "ce": ce,
-                  "seconds": (last - first) if first else 0}))
-"""
-
 
 @dataclass(frozen=True)
 class Buffers:
@@ -73,20 +45,9 @@ class Buffers:
 
 
 @dataclass
-class Result:
-    sent: int  # per sender
-    received: dict[str, int]
-    ce: int
-    seconds: float
-    pauses_on_wire: dict[str, int]  # PAUSE frames captured at each sender's port
+class Result(Burst):
     switch: Counters
-    nics: dict[str, Counters] = field(default_factory=dict)
-
-    senders: list[str] = field(default_factory=list)  # their addresses
-
-    @property
-    def lost(self) -> int:
-        return sum(self.sent - self.received.get(a, 0) for a in self.senders)
+    nics: dict[str, Counters]
 
 
 FABRICS = itertools.count()
@@ -142,16 +103,16 @@ class Incast:
                           if b.wred else ""))
         sw.command(f"cpu tap={redirect.CPU_TAP}")
         run_in(_ns(self.switch), ["nft", "-f", "-"], redirect.marks_ruleset(ports))
-        run_in(_ns(self.switch), ["tc", "-batch", "-"], "".join(
-            line + "\n" for name in ports for line in redirect.switch_redirects(
-                name, list(ports.values()))))
+        run_in(_ns(self.switch), ["tc", "-batch", "-"], redirect.batch(
+            [c for name in ports for c in redirect.switch_redirects(name, list(ports.values()))]))
         for i, host in enumerate(self.hosts[:-1]):
             nic = self.engines[f"h{i}"] = PortEngine(self.dir, f"h{i}")
             nic.start([program, "run", "nic", str(nic.control)], _ns(host))
-            nic.command(f"port 0 name=eth0 tap={redirect.NIC_TAP} speed_bps={self.host_bps} "
+            tap = redirect.nic_tap(0)
+            nic.command(f"port 0 name=eth0 tap={tap} speed_bps={self.host_bps} "
                         f"dscp_tc={DSCP_TC}")
             run_in(_ns(host), ["tc", "-batch", "-"],
-                   "".join(line + "\n" for line in redirect.nic_redirects("eth0")))
+                   redirect.batch(redirect.nic_redirects("eth0", tap)))
         for host in self.hosts[:-1]:  # neighbours resolved before any burst
             run_in(_ns(host), ["ping", "-c1", "-W2", self.address(len(self.hosts) - 1)])
 
@@ -166,63 +127,18 @@ class Incast:
 
     def burst(self, count: int, size: int = 1400, idle_s: float = 2.0) -> Result:
         """Every sender sends `count` datagrams of `size` bytes at once."""
-        receiver = len(self.hosts) - 1
-        rx = subprocess.Popen(["ip", "netns", "exec", self.hosts[receiver], sys.executable, "-c",
-                               RECEIVE, str(PORT), str(idle_s)], stdout=subprocess.PIPE,
-                              text=True)
-        pauses: dict[str, int] = {}
-        stop = threading.Event()
-        watchers = [threading.Thread(target=_count_pauses, args=(_ns(h), pauses, f"h{i}", stop))
-                    for i, h in enumerate(self.hosts[:-1])]
-        try:
-            if rx.stdout is None or rx.stdout.readline().strip() != "ready":
-                raise RuntimeError("incast receiver did not start")
-            for w in watchers:
-                w.start()
-            wait_until(lambda: len(pauses) == len(watchers), 5.0, every=0.01)
-            tos = LOSSLESS_DSCP << 2 | ECT0
-            senders = [subprocess.Popen(["ip", "netns", "exec", h, sys.executable, "-c", SEND,
-                                         self.address(i), self.address(receiver), str(PORT),
-                                         str(count), str(size), str(tos)])
-                       for i, h in enumerate(self.hosts[:-1])]
-            for s in senders:
-                s.wait(timeout=120)
-            out = json.loads(rx.communicate(timeout=180)[0])
-        finally:
-            stop.set()
-            for w in watchers:
-                if w.is_alive():
-                    w.join()
-            rx.kill()
-            rx.wait()
-        return Result(count, out["received"], out["ce"], out["seconds"], pauses,
-                      self.engines["switch"].counters(),
-                      {name: e.counters() for name, e in self.engines.items() if name != "switch"},
-                      [self.address(i) for i in range(self.n)])
+        def popen(ns: str, argv: list[str], **kw: object) -> subprocess.Popen:
+            return subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kw)  # type: ignore
 
-
-def _count_pauses(netns_path: str, into: dict[str, int], key: str, stop: threading.Event) -> None:
-    """PAUSE frames (EtherType 0x8808) arriving on the host's port, until `stop`."""
-    from harness.linux.nsenter import call_in_netns
-
-    def open_socket() -> object:
-        import socket
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x8808))
-        sock.bind(("eth0", 0x8808))
-        sock.settimeout(0.1)
-        return sock
-
-    sock = call_in_netns(netns_path, open_socket)
-    into[key] = 0
-    try:
-        while not stop.is_set():
-            try:
-                sock.recv(128)  # type: ignore[attr-defined]
-                into[key] += 1
-            except TimeoutError:
-                continue
-    finally:
-        sock.close()  # type: ignore[attr-defined]
+        last = len(self.hosts) - 1
+        done = run(popen, [Host(h, "eth0", self.address(i))
+                           for i, h in enumerate(self.hosts[:-1])],
+                   Host(self.hosts[last], "eth0", self.address(last)), count, size,
+                   LOSSLESS_DSCP << 2 | ECT0, idle_s)
+        pauses = {f"h{i}": done.pauses_on_wire[h] for i, h in enumerate(self.hosts[:-1])}
+        return Result(**{**vars(done), "pauses_on_wire": pauses},
+                      switch=self.engines["switch"].counters(),
+                      nics={n: e.counters() for n, e in self.engines.items() if n != "switch"})
 
 
 @contextmanager

@@ -1,0 +1,89 @@
+"""Congestion in a deployed lab of SAI switches (topologies/incast.yml): the `qos:` buffer
+becomes SAI buffer, queue, WRED and PFC objects in the switch's configuration document, the
+agent programs fl-port from them, the hosts' NICs honour PAUSE, and `labctl sai counters`
+reads the result. Four hosts at 40 Mbit/s send into one at 10 Mbit/s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.deploy.lab import Lab
+from harness.nodes.switch.agent.client import ask
+from harness.topology.plan import Endpoint
+from harness.traffic.incast import incast
+from tests.e2e.conftest import deploy
+
+pytestmark = pytest.mark.e2e
+
+NAME = "e2eincast"
+SENDERS = [Endpoint(node=f"h{i}", iface="eth1") for i in range(1, 5)]
+RECEIVER = Endpoint(node="r1", iface="eth1")
+LOSSLESS_DSCP, LOSSLESS = 3, 3  # sonic-broadcom's RoCE marking, the lab's lossless TC/queue
+BURST = 300
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    lab = deploy("incast.yml", NAME)
+    yield lab
+    lab.destroy()
+
+
+def counters(lab: Lab) -> dict[str, dict[str, Any]]:
+    rows = ask(lab.frr("leaf1").workdir, {"cmd": "counters"})
+    return {row["name"]: row for row in rows}
+
+
+def lossless_queue(row: dict[str, Any]) -> dict[str, int]:
+    return next(q for q in row["queues"] if q["queue"] == LOSSLESS)
+
+
+def test_the_document_declares_the_buffer_and_the_agent_programs_the_port_engine(
+        lab: Lab) -> None:
+    document = json.loads((lab.frr("leaf1").workdir / "sai-config.json").read_text())
+    assert document["BUFFER_POOL|ingress"]["SAI_BUFFER_POOL_ATTR_SIZE"] == 256 * 1024
+    assert document["PORT|eth1"]["SAI_PORT_ATTR_PRIORITY_FLOW_CONTROL"] == 1 << LOSSLESS
+    assert document["QUEUE|eth5-3"]["SAI_QUEUE_ATTR_WRED_PROFILE_ID"] == "WRED|lossless"
+    rows = counters(lab)
+    assert {r["queues"][0]["qdisc"] for r in rows.values()} == {"fl-port"}
+    assert all(r["pool"]["size"] == 256 * 1024 for r in rows.values())
+
+
+def test_incast_loses_nothing_pauses_the_senders_and_marks_ce(lab: Lab) -> None:
+    before = counters(lab)
+    burst = incast(lab, SENDERS, RECEIVER, BURST, dscp=LOSSLESS_DSCP)
+    after = counters(lab)
+    assert burst.lost == 0, burst.received
+    queue = lossless_queue(after["eth5"])
+    assert queue["SAI_QUEUE_STAT_DROPPED_PACKETS"] == 0
+    sent = queue["SAI_QUEUE_STAT_PACKETS"] - lossless_queue(before["eth5"])[
+        "SAI_QUEUE_STAT_PACKETS"]
+    assert sent == len(SENDERS) * BURST
+    marked = queue["SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"] - lossless_queue(before["eth5"])[
+        "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"]
+    assert burst.ce == marked > 0
+    for i, sender in enumerate(SENDERS, start=1):
+        key = f"SAI_PORT_STAT_PFC_{LOSSLESS}_TX_PKTS"
+        pauses = after[f"eth{i}"]["stats"][key] - before[f"eth{i}"]["stats"][key]
+        assert pauses > 0
+        assert burst.pauses_on_wire[sender.node] == pauses  # tcpdump on the host's link
+
+
+def test_a_warm_agent_restart_keeps_buffers_pfc_and_counters(lab: Lab) -> None:
+    from tests.e2e.test_sai_lab import labctl
+    before = counters(lab)
+    assert labctl("sai", f"{NAME}/leaf1", "restart").returncode == 0
+    kept = counters(lab)
+    for name, row in before.items():
+        assert lossless_queue(kept[name])["SAI_QUEUE_STAT_PACKETS"] == \
+            lossless_queue(row)["SAI_QUEUE_STAT_PACKETS"]
+        assert kept[name]["stats"][f"SAI_PORT_STAT_PFC_{LOSSLESS}_TX_PKTS"] == \
+            row["stats"][f"SAI_PORT_STAT_PFC_{LOSSLESS}_TX_PKTS"]
+    burst = incast(lab, SENDERS, RECEIVER, BURST, dscp=LOSSLESS_DSCP)
+    assert burst.lost == 0, burst.received
+    assert sum(burst.pauses_on_wire.values()) > 0
