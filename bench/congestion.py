@@ -1,10 +1,12 @@
-"""Congestion through fl-port engines: an N:1 incast with and without PFC, ECN marking
-against the WRED profile, and what the switch's engine costs per packet, from one run.
+"""Congestion through fl-port engines, every figure from one run: an N:1 incast with and
+without PFC, headroom from a measured 40 km cable against a 2 km profile (and what
+provisioning every port for the longest cable reserves), congestion spreading to a victim,
+ECN marking against the WRED profile, and the engines' cost per frame.
 
 Scratch namespaces (harness/testing/incast.py): four senders at 40 Mbit/s into one port
-draining at 10 Mbit/s. Every figure is printed absolute and relative to that line rate
-(a queue in microseconds of line rate, throughput as a fraction of it), so it means the same
-at any emulated speed.
+draining at 10 Mbit/s (the cable runs one sender at 100 Mbit/s into 25 Mbit/s). Every
+figure is printed absolute and relative to the line rate (a queue in microseconds of line
+rate, throughput as a fraction of it), so it means the same at any emulated speed.
 
     sudo .venv/bin/python bench/congestion.py
 """
@@ -15,10 +17,12 @@ import tempfile
 from pathlib import Path
 
 from harness.linux.cpu import cpu_s
+from harness.nodes.switch.sai.headroom import EMULATED_RESPONSE_US, for_km
 from harness.testing.incast import LOSSLESS_TC, Buffers, Result, incast
 
 HOST_BPS, PORT_BPS, SENDERS, BURST, SIZE = 40_000_000, 10_000_000, 4, 600, 1400
 WIRE = SIZE + 28 + 14 + 24  # UDP/IP, Ethernet, preamble + FCS + gap
+CABLE_BPS, CABLE_KM, SWITCH_PORTS = 100_000_000, 40, 64
 
 
 def engine_pid(control: Path) -> int:
@@ -31,8 +35,8 @@ def engine_pid(control: Path) -> int:
     raise RuntimeError(f"no engine serves {control}")
 
 
-def line_us(nbytes: int) -> float:
-    return nbytes * 8 / PORT_BPS * 1e6
+def line_us(nbytes: int, rate: int = PORT_BPS) -> float:
+    return nbytes * 8 / rate * 1e6
 
 
 def report(title: str, result: Result) -> None:
@@ -46,28 +50,53 @@ def report(title: str, result: Result) -> None:
           f"{line_us(queue.stats['SAI_QUEUE_STAT_WATERMARK_BYTES']):.0f} us of line rate")
     for i in range(SENDERS):
         nic = result.nics[f"h{i}"].port("eth0")
+        group = result.switch.port(f"p{i}").groups[LOSSLESS_TC]
         paused = nic.queues[LOSSLESS_TC].paused_us / 1e6
         share = paused / result.seconds if result.seconds else 0
+        beyond = group.stats["SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES"] \
+            - 2 * (SIZE + 42)
         print(f"  h{i}: {result.pauses_on_wire[f'h{i}']} PAUSE frames on its wire, paused "
-              f"{paused:.2f} s = {share:.2f} of the burst")
+              f"{paused:.2f} s = {share:.2f} of the burst; headroom used beyond the two frames "
+              f"begun: {max(beyond, 0)} B = {line_us(max(beyond, 0), HOST_BPS):.0f} us "
+              f"(the response budget is {EMULATED_RESPONSE_US:.0f} us)")
 
 
-def main() -> None:
-    directory = Path(tempfile.mkdtemp(prefix="fl-congestion."))
-    print(f"{SENDERS}:1 incast, {BURST} x {SIZE} B per sender, hosts {HOST_BPS / 1e6:.0f} Mbit/s, "
-          f"congested port {PORT_BPS / 1e6:.0f} Mbit/s")
-    with incast(directory / "pfc", SENDERS, HOST_BPS, PORT_BPS) as fabric:
-        pid = engine_pid(fabric.engines["switch"].control)
-        before = cpu_s(pid)
-        result = fabric.burst(BURST, SIZE)
-        spent = cpu_s(pid) - before
-        report("with PFC", result)
-        frames = sum(q.stats["SAI_QUEUE_STAT_PACKETS"] for p in result.switch.ports.values()
-                     for q in p.queues)
-        print(f"  switch engine: {spent:.2f} CPU s for {frames} frames = "
-              f"{spent / frames * 1e6:.1f} us per frame")
-    with incast(directory / "lossy", SENDERS, HOST_BPS, PORT_BPS, pfc=False) as fabric:
-        report("without PFC", fabric.burst(BURST, SIZE))
+def cable(directory: Path) -> None:
+    print(f"headroom, one sender at {CABLE_BPS / 1e6:.0f} Mbit/s over {CABLE_KM} km into a port "
+          f"at a quarter of it:")
+    rooms = {}
+    for km in (CABLE_KM, 2):
+        room = rooms[km] = for_km(km, CABLE_BPS, 1500, EMULATED_RESPONSE_US).bytes
+        with incast(directory / f"cable{km}", 1, CABLE_BPS, CABLE_BPS // 4,
+                    Buffers(pool=2_000_000, shared=60_000, headroom=room, queue_limit=400_000,
+                            wred=None)) as fabric:
+            fabric.cable(0, CABLE_KM)
+            result = fabric.burst(1000)
+        stats = result.switch.port("p0").groups[LOSSLESS_TC].stats
+        used = stats["SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES"]
+        print(f"  profile for {km:>2} km: headroom {room} B = {line_us(room, CABLE_BPS):.0f} us "
+              f"of line rate; used {used} B, dropped "
+              f"{stats['SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS']}, "
+              f"lost {result.lost} of 1000")
+    worst = SWITCH_PORTS * rooms[CABLE_KM]
+    measured = rooms[CABLE_KM] + (SWITCH_PORTS - 1) * rooms[2]
+    print(f"  a {SWITCH_PORTS}-port switch with one {CABLE_KM} km cable: every port provisioned "
+          f"for {CABLE_KM} km reserves {worst} B, measured cables {measured} B "
+          f"({measured / worst:.2f} of it)")
+
+
+def spreading(directory: Path) -> None:
+    rates = {}
+    for pfc in (True, False):
+        with incast(directory / f"victim{pfc}", SENDERS, HOST_BPS, PORT_BPS, pfc=pfc,
+                    victim=True) as fabric:
+            rates[pfc] = fabric.burst(BURST).victim_rate(WIRE)
+    print(f"spreading: a victim flow sharing only h0's port with the incast gets "
+          f"{rates[True] / 1e6:.2f} Mbit/s with PFC, {rates[False] / 1e6:.2f} without "
+          f"({rates[True] / HOST_BPS:.2f} and {rates[False] / HOST_BPS:.2f} of h0's line rate)")
+
+
+def ecn(directory: Path) -> None:
     low, high, percent = 10_000, 40_000, 50
     with incast(directory / "ecn", 2, HOST_BPS, PORT_BPS,
                 Buffers(shared=15_000, wred=(low, high, percent))) as fabric:
@@ -85,6 +114,27 @@ def main() -> None:
             print(f"  depth {bucket * width / 1000:5.1f}-{(bucket + 1) * width / 1000:5.1f} kB: "
                   f"{marked:4}/{seen:<4} marked = {100 * marked / seen:5.1f}% "
                   f"(profile {expected:5.1f}%)")
+
+
+def main() -> None:
+    directory = Path(tempfile.mkdtemp(prefix="fl-congestion."))
+    print(f"{SENDERS}:1 incast, {BURST} x {SIZE} B per sender, hosts {HOST_BPS / 1e6:.0f} Mbit/s, "
+          f"congested port {PORT_BPS / 1e6:.0f} Mbit/s")
+    with incast(directory / "pfc", SENDERS, HOST_BPS, PORT_BPS) as fabric:
+        pids = [engine_pid(e.control) for e in fabric.engines.values()]
+        before = [cpu_s(pid) for pid in pids]
+        result = fabric.burst(BURST, SIZE)
+        spent = [cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
+        report("with PFC", result)
+        frames = sum(q.stats["SAI_QUEUE_STAT_PACKETS"] for p in result.switch.ports.values()
+                     for q in p.queues)
+        print(f"  engines' CPU: the switch's {spent[0]:.2f} s for {frames} frames = "
+              f"{spent[0] / frames * 1e6:.1f} us per frame; the four NICs' {sum(spent[1:]):.2f} s")
+    with incast(directory / "lossy", SENDERS, HOST_BPS, PORT_BPS, pfc=False) as fabric:
+        report("without PFC", fabric.burst(BURST, SIZE))
+    cable(directory)
+    spreading(directory)
+    ecn(directory)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.build import built
+from harness.core.errors import LabError
+from harness.core.wait import wait_until
+from harness.links.impair import engine as impair_engine
+from harness.links.impair.userspace import redirect_argv
 from harness.linux.nsenter import NETNS_RUN_DIR, run_in
 from harness.linux.scratch import remove, scratch_name
 from harness.nodes.port import redirect
 from harness.nodes.port.engine import ENGINE, Counters, PortEngine
+from harness.topology.fibre import FIBRE_US_PER_KM
+from harness.topology.plan import Impairment
 from harness.traffic.burst import SEND
 from harness.traffic.incast import ECT0, Burst, Host, run
 
@@ -48,6 +54,13 @@ class Buffers:
 class Result(Burst):
     switch: Counters
     nics: dict[str, Counters]
+    victim: Burst | None  # the first sender's flow to the victim, when there is one
+
+    def victim_rate(self, wire_bytes: int) -> float:
+        """What the victim's flow got through, in bit/s on the wire."""
+        assert self.victim is not None
+        got = sum(self.victim.received.values())
+        return got * wire_bytes * 8 / self.victim.seconds if self.victim.seconds else 0.0
 
 
 FABRICS = itertools.count()
@@ -58,16 +71,19 @@ def _ns(name: str) -> str:
 
 
 class Incast:
-    """The scratch fabric: `senders` hosts and a receiver on one switch."""
+    """The scratch fabric: `senders` hosts and a receiver on one switch, and with `victim`
+    one more host, which only the first sender sends to (congestion spreading)."""
 
     def __init__(self, directory: Path, senders: int, host_bps: int, port_bps: int,
-                 buffers: Buffers, pfc: bool = True) -> None:
+                 buffers: Buffers, pfc: bool = True, victim: bool = False) -> None:
         self.dir, self.n, self.host_bps, self.port_bps = directory, senders, host_bps, port_bps
         self.buffers, self.pfc = buffers, pfc
         tag = next(FABRICS)  # fabrics alive at once get names of their own
         self.switch = scratch_name(f"i{tag}sw")
-        self.hosts = [scratch_name(f"i{tag}h{i}") for i in range(senders + 1)]  # last: receiver
+        # senders, the receiver (index `senders`), then the victim's receiver
+        self.hosts = [scratch_name(f"i{tag}h{i}") for i in range(senders + 1 + victim)]
         self.engines: dict[str, PortEngine] = {}
+        self.impairs: list[subprocess.Popen] = []
 
     def address(self, i: int) -> str:
         return f"10.77.{i}.2"
@@ -93,8 +109,9 @@ class Incast:
         sw.command(f"pool size={b.pool}")
         ports = {f"p{i}": i for i in range(len(self.hosts))}
         for name, i in ports.items():
+            speed = self.port_bps if i == self.n else self.host_bps  # the receiver's: slow
             sw.command(f"port {i} name={name} tap={redirect.tap_of(i)} "
-                       f"speed_bps={self.port_bps} dscp_tc={DSCP_TC} "
+                       f"speed_bps={speed} dscp_tc={DSCP_TC} "
                        f"pfc={1 << LOSSLESS_TC if self.pfc else 0}")
             sw.command(f"pg {i} {LOSSLESS_TC} reserved=0 xoff={b.headroom} "
                        f"xon_offset={b.xon_offset} static_th={b.shared}")
@@ -105,7 +122,7 @@ class Incast:
         run_in(_ns(self.switch), ["nft", "-f", "-"], redirect.marks_ruleset(ports))
         run_in(_ns(self.switch), ["tc", "-batch", "-"], redirect.batch(
             [c for name in ports for c in redirect.switch_redirects(name, list(ports.values()))]))
-        for i, host in enumerate(self.hosts[:-1]):
+        for i, host in enumerate(self.hosts[:self.n]):
             nic = self.engines[f"h{i}"] = PortEngine(self.dir, f"h{i}")
             nic.start([program, "run", "nic", str(nic.control)], _ns(host))
             tap = redirect.nic_tap(0)
@@ -113,8 +130,25 @@ class Incast:
                         f"dscp_tc={DSCP_TC}")
             run_in(_ns(host), ["tc", "-batch", "-"],
                    redirect.batch(redirect.nic_redirects("eth0", tap)))
-        for host in self.hosts[:-1]:  # neighbours resolved before any burst
-            run_in(_ns(host), ["ping", "-c1", "-W2", self.address(len(self.hosts) - 1)])
+        for host in self.hosts[:self.n]:  # neighbours resolved before any burst
+            for far in range(self.n, len(self.hosts)):
+                run_in(_ns(host), ["ping", "-c1", "-W2", self.address(far)])
+
+    def cable(self, host: int, km: float) -> None:
+        """Host `host`'s link becomes `km` of fibre: the impairment engine delays each way,
+        after the port engines (their frames and PAUSE pass it, harness/nodes/port)."""
+        delay = Impairment(delay_us=km * FIBRE_US_PER_KM)
+        for ns, iface in ((self.hosts[host], "eth0"), (self.switch, f"p{host}")):
+            control = self.dir / f"cable.{iface}.sock"
+            tap = f"flc{host}{iface[0]}"
+            self.impairs.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, str(built(impair_engine.ENGINE)), "run", iface, tap,
+                 str(control), *impair_engine.engine_args(delay)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_until(lambda c=control: impair_engine.stats(str(c)), 5.0, every=0.01,
+                       retry=LabError)
+            for argv in redirect_argv(iface, tap):
+                run_in(_ns(ns), argv)
 
     def destroy(self) -> None:
         remove([self.switch, *self.hosts])
@@ -126,25 +160,27 @@ class Incast:
                                          str(LOSSLESS_DSCP << 2)])
 
     def burst(self, count: int, size: int = 1400, idle_s: float = 2.0) -> Result:
-        """Every sender sends `count` datagrams of `size` bytes at once."""
+        """Every sender sends `count` datagrams of `size` bytes at once; with a victim, the
+        first sender also sends it as many, interleaved with its share of the incast."""
         def popen(ns: str, argv: list[str], **kw: object) -> subprocess.Popen:
             return subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kw)  # type: ignore
 
-        last = len(self.hosts) - 1
-        done = run(popen, [Host(h, "eth0", self.address(i))
-                           for i, h in enumerate(self.hosts[:-1])],
-                   Host(self.hosts[last], "eth0", self.address(last)), count, size,
-                   LOSSLESS_DSCP << 2 | ECT0, idle_s)
-        pauses = {f"h{i}": done.pauses_on_wire[h] for i, h in enumerate(self.hosts[:-1])}
+        hosts = [Host(h, "eth0", self.address(i)) for i, h in enumerate(self.hosts)]
+        done, victim = run(popen, hosts[:self.n], hosts[self.n], count, size,
+                           LOSSLESS_DSCP << 2 | ECT0, idle_s,
+                           hosts[-1] if len(hosts) > self.n + 1 else None)
+        pauses = {f"h{i}": done.pauses_on_wire[h.node] for i, h in enumerate(hosts[:self.n])}
         return Result(**{**vars(done), "pauses_on_wire": pauses},
                       switch=self.engines["switch"].counters(),
-                      nics={n: e.counters() for n, e in self.engines.items() if n != "switch"})
+                      nics={n: e.counters() for n, e in self.engines.items() if n != "switch"},
+                      victim=victim)
 
 
 @contextmanager
 def incast(directory: Path, senders: int, host_bps: int, port_bps: int,
-           buffers: Buffers = Buffers(), pfc: bool = True) -> Iterator[Incast]:
-    fabric = Incast(directory, senders, host_bps, port_bps, buffers, pfc)
+           buffers: Buffers = Buffers(), pfc: bool = True, victim: bool = False
+           ) -> Iterator[Incast]:
+    fabric = Incast(directory, senders, host_bps, port_bps, buffers, pfc, victim)
     try:
         fabric.build()
         yield fabric

@@ -25,14 +25,15 @@ ROCE_PORT = 4791  # RoCEv2's UDP port
 IDLE_S = 2.0
 SEND = """
 import socket, sys
-src, dst, port, count, size, tos = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+src, dsts, port, count, size, tos = sys.argv[1], sys.argv[2].split(","), *map(int, sys.argv[3:])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
 s.bind((src, 0))
-for i in range(count):
-    s.sendto(i.to_bytes(4, "big") + bytes(size - 4), (dst, port))
-"""  # argv: source, destination, port, count, size, TOS byte (DSCP << 2 | ECN)
+for i in range(count * len(dsts)):
+    s.sendto((i // len(dsts)).to_bytes(4, "big") + bytes(size - 4), (dsts[i % len(dsts)], port))
+"""  # argv: source, destinations (comma-separated: `count` to each, in turn), port, count,
+#      size, TOS byte (DSCP << 2 | ECN)
 RECEIVE = """
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -75,36 +75,49 @@ Popen = Callable[..., subprocess.Popen]  # (node, argv, **Popen's keywords) -> t
 
 
 def run(popen: Popen, senders: list[Host], receiver: Host, count: int, size: int, tos: int,
-        idle_s: float = 2.0) -> Burst:
-    """The incast, with `popen` starting each program on its node."""
-    rx = popen(receiver.node, [sys.executable, "-c", RECEIVE, str(ROCE_PORT), str(idle_s)],
-               stdout=subprocess.PIPE, text=True)
+        idle_s: float = 2.0, victim: Host | None = None) -> tuple[Burst, Burst | None]:
+    """The incast, with `popen` starting each program on its node; each flow's counts. With
+    a `victim`, the first sender's datagrams alternate between the receiver and the victim
+    (`count` each), so the two flows share that sender's port frame by frame."""
+    receivers = [receiver, *([victim] if victim else [])]
+    flows = [(s, [receiver, *([victim] if victim and i == 0 else [])])
+             for i, s in enumerate(senders)]
+    listening = [popen(r.node, [sys.executable, "-c", RECEIVE, str(ROCE_PORT), str(idle_s)],
+                       stdout=subprocess.PIPE, text=True) for r in receivers]
     captures = [popen(s.node, ["tcpdump", "-i", s.iface, "-nn", "-l", "-q", "ether", "proto",
                                "0x8808"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                       text=True) for s in senders]
     try:
-        if rx.stdout is None or rx.stdout.readline().strip() != "ready":
-            raise LabError(f"{receiver.node}: incast receiver did not start")
+        for r, rx in zip(receivers, listening, strict=True):
+            if rx.stdout is None or rx.stdout.readline().strip() != "ready":
+                raise LabError(f"{r.node}: incast receiver did not start")
         time.sleep(CAPTURE_START_S)
-        running = [popen(s.node, [sys.executable, "-c", SEND, s.address, receiver.address,
-                                  str(ROCE_PORT), str(count), str(size), str(tos)],
-                         stderr=subprocess.PIPE, text=True) for s in senders]
-        for s, process in zip(senders, running, strict=True):
+        running = [popen(s.node, [sys.executable, "-c", SEND, s.address,
+                                  ",".join(to.address for to in dsts), str(ROCE_PORT),
+                                  str(count), str(size), str(tos)],
+                         stderr=subprocess.PIPE, text=True) for s, dsts in flows]
+        for (s, _), process in zip(flows, running, strict=True):
             if process.wait(timeout=120):
                 raise LabError(f"{s.node}: the sender failed: {process.communicate()[1]}")
-        counted = rx.communicate(timeout=180)[0]
-        if not counted:
-            raise LabError(f"{receiver.node}: the incast receiver ended without its counts")
-        out = json.loads(counted)
+        counts = []
+        for r, rx in zip(receivers, listening, strict=True):
+            counted = rx.communicate(timeout=180)[0]
+            if not counted:
+                raise LabError(f"{r.node}: the incast receiver ended without its counts")
+            counts.append(json.loads(counted))
     finally:
-        for capture in captures:
-            capture.terminate()
-        rx.kill()
-        rx.wait()
+        for process in [*captures, *listening]:
+            process.terminate()
     pauses = {s.node: sum(1 for line in c.communicate(timeout=10)[0].splitlines() if line)
               for s, c in zip(senders, captures, strict=True)}  # tcpdump ends with a blank
-    return Burst(count, [s.address for s in senders], out["received"], out["ce"],
-                 out["seconds"], pauses)
+    for rx in listening:
+        rx.wait()
+    main = Burst(count, [s.address for s in senders], counts[0]["received"], counts[0]["ce"],
+                 counts[0]["seconds"], pauses)
+    if victim is None:
+        return main, None
+    return main, Burst(count, [senders[0].address], counts[1]["received"], counts[1]["ce"],
+                       counts[1]["seconds"], {})
 
 
 def _host(lab: LabContext, end: Endpoint) -> Host:
@@ -123,4 +136,4 @@ def incast(lab: LabContext, senders: list[Endpoint], receiver: Endpoint, count: 
     at once to `receiver`."""
     return run(lambda node, argv, **kw: lab.node(node).popen(argv, **kw),
                [_host(lab, s) for s in senders], _host(lab, receiver), count, size,
-               dscp << 2 | ECT0, idle_s)
+               dscp << 2 | ECT0, idle_s)[0]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.wait import wait_until
+from harness.nodes.switch.sai.headroom import EMULATED_RESPONSE_US, for_km
 from harness.testing.incast import LOSSLESS_TC, Buffers, Incast, incast
 
 pytestmark = pytest.mark.e2e
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.e2e
 HOST_BPS, PORT_BPS = 40_000_000, 10_000_000
 SENDERS = 4
 BURST = 300  # datagrams per sender: 4 x 300 x 1.4 kB is 10x the buffer the group may use
+WIRE = 1400 + 28 + 14 + 24  # a datagram on the wire: UDP/IP, Ethernet, preamble, FCS, gap
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def test_incast_with_pfc_loses_nothing_and_pauses_each_sender_on_the_wire(
         assert nic.groups[LOSSLESS_TC].pfc_rx == group.pfc_tx
         assert nic.queues[LOSSLESS_TC].paused_us > 0
     # the congested port drained at its line rate, not faster
-    wire_bits = SENDERS * BURST * (1400 + 28 + 14 + 24) * 8
+    wire_bits = SENDERS * BURST * WIRE * 8
     assert result.seconds >= 0.9 * wire_bits / PORT_BPS
 
 
@@ -109,3 +111,47 @@ def test_pfc_storm_is_found_by_the_watchdog_drained_and_restored(lossless: Incas
     assert any("pfc_storm_restored port=p0" in e for e in switch.events())
     switch.command("watchdog 0 action=off")
 
+
+
+@pytest.mark.parametrize(("profile_km", "drops"), [(40, False), (2, True)])
+def test_headroom_from_the_cable_holds_what_a_shorter_profile_drops(
+        tmp_path: Path, profile_km: int, drops: bool) -> None:
+    """One sender at 100 Mbit/s over 40 km of fibre (the impairment engine's delay, both
+    ways) into a port draining at a quarter of that: the PAUSE crosses the cable one way and
+    the frames already sent the other. A profile sized for 40 km holds them; one for 2 km
+    cannot."""
+    rate = 100_000_000
+    room = for_km(profile_km, rate, 1500, EMULATED_RESPONSE_US).bytes
+    buffers = Buffers(pool=2_000_000, shared=60_000, headroom=room, queue_limit=400_000,
+                      wred=None)
+    with incast(tmp_path, 1, rate, rate // 4, buffers) as fabric:
+        fabric.cable(0, 40)
+        result = fabric.burst(1000)
+    group = result.switch.port("p0").groups[LOSSLESS_TC]
+    dropped = group.stats["SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS"]
+    assert group.pfc_tx > 0
+    assert result.lost == dropped  # what was lost, the full headroom dropped
+    # the bytes in flight over 40 km: a round trip of line rate, and the frames begun
+    in_flight = for_km(40, rate, 1500, 0).bytes - for_km(0, rate, 1500, 0).bytes
+    if drops:
+        assert dropped > 0
+    else:
+        assert dropped == 0
+        peak = group.stats["SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES"]
+        assert in_flight / 2 < peak <= room
+
+
+def test_pause_slows_a_victim_that_shares_only_the_senders_port(tmp_path: Path) -> None:
+    """The first sender's datagrams alternate between the incast's receiver and a host on an
+    uncongested port. With PFC its port is paused for the incast and the victim's flow with
+    it (head-of-line blocking): the sender drains at its share of the congested port, half
+    of it the victim's. Without PFC the victim has half the sender's line rate."""
+    rates = {}
+    for pfc in (True, False):
+        with incast(tmp_path / str(pfc), SENDERS, HOST_BPS, PORT_BPS, pfc=pfc,
+                    victim=True) as fabric:
+            result = fabric.burst(BURST)
+        assert result.victim is not None and result.victim.lost == 0
+        rates[pfc] = result.victim_rate(WIRE)
+    assert rates[False] > 0.8 * HOST_BPS / 2
+    assert rates[True] < 1.2 * PORT_BPS / SENDERS
