@@ -653,6 +653,12 @@ static void close_port(struct port *p, int64_t now)
 {
     for (int i = 0; i < QUEUES; i++)
         drop_queue(p, &p->q[i], now);
+    uint8_t id = (uint8_t)(p - E.ports);   /* frames of its groups elsewhere count in none */
+    for (int i = 0; i < MAX_PORTS; i++)
+        for (int j = 0; j < QUEUES; j++)
+            for (struct frame *f = E.ports[i].q[j].head; f; f = f->next)
+                if (f->in_port == id)
+                    f->in_port = NO_PORT;
     close(p->wire_fd);
     close(p->pause_fd);
     close(p->capture_fd);
