@@ -192,7 +192,8 @@ def augment(loaded: LoadedTopology, name: str | None = None,
     keepalive, hold, timers_note = bgp_timers(spec.bgp, len(sessions))
     notes += [timers_note] if timers_note else []
     qos = plan_qos(loaded, nodes)
-    if qos is not None and (bypassed := bypassed_ports(links, nodes)):
+    # with a buffer the port engine queues first and the impairment comes after (the cable)
+    if qos is not None and qos.buffer is None and (bypassed := bypassed_ports(links, nodes)):
         notes.append(f"qos: impaired links bypass the queues of {', '.join(bypassed)} (their "
                      "impairment takes the frames before or instead of the port's queues)")
     return LabPlan(

@@ -128,3 +128,20 @@ def test_deploy_is_told_which_ports_an_impaired_link_takes_past_their_queues() -
         "takes the frames before or instead of the port's queues)"]
     assert not [n for n in augment(load_text(lab_text(["arista-eos"]))).notes
                 if n.startswith("qos:")]
+
+
+def test_with_a_buffer_the_port_queues_before_the_impaired_cable_so_nothing_is_bypassed() -> None:
+    text = lab_text(["arista-eos"], "  buffer: 1MiB").replace("      bandwidth: 400Gbit",
+                                                              "      delay: 1ms")
+    plan = augment(load_text(text))
+    assert plan.qos is not None and plan.qos.buffer == 1024 * 1024
+    assert not [n for n in plan.notes if n.startswith("qos:")]
+
+
+def test_a_lab_may_give_its_own_ecn_thresholds_for_its_line_rate() -> None:
+    own = "  buffer: 1MiB\n  ecn: {min_bytes: 10000, max_bytes: 40000, probability: 50}"
+    qos = augment(load_text(lab_text(["arista-eos"], own))).qos
+    assert qos is not None and qos.mark
+    assert qos.ecn == {"min_bytes": 10_000, "max_bytes": 40_000, "probability": 50}
+    with pytest.raises(TopologyError, match=r"ecn\.min_bytes must be below ecn\.max_bytes"):
+        load_text(lab_text(["arista-eos"], "  ecn: {min_bytes: 5, max_bytes: 5, probability: 1}"))
