@@ -87,6 +87,8 @@ STEPS = [
     Step("bag", [PY, "bench/bag.py", "--reuse"],
          "bag-mini: lossless bursts against measured headroom, flat vs hierarchical "
          "all-reduce over 5 ms, and how long damped routes take to be reused"),
+    Step("congestion", [PY, "bench/congestion.py"],
+         "incast with and without PFC, cable headroom, congestion spreading, ECN against WRED"),
     Step("scale", [PY, "bench/scale.py"],
          "FPF labs of growing size: cost per node, growth exponents, the largest that converges"),
 ]
