@@ -60,6 +60,9 @@ def verdict(name: str, plan: LabPlan, host: Host) -> Verdict:
             v.fallbacks.append("impaired links through the userspace engine: no sch_netem")
         else:
             v.missing.append("sch_netem or tc redirect, to impair its links")
+    if plan.qos and plan.qos.buffer and not host.feature("cls_bpf_redirect"):
+        v.missing.append("tc's classic BPF filter and mirred, which the port engines of a "
+                         "qos: buffer take frames through")
     if spraying_hosts(plan) and not host.tool("nft"):
         v.missing.append("nftables, which the hosts' NICs spray with")
     if host.neighbour_problem(plan):

@@ -32,6 +32,11 @@ _PROBES: dict[str, list[list[str]]] = {
                     ["tc", "filter", "add", "dev", "probe0", "egress", "protocol", "all", "u32",
                      "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev",
                      "probe1"]],
+    # tc's classic BPF filter (here: match all) and mirred: how port engines take frames
+    "cls_bpf_redirect": [["tc", "qdisc", "add", "dev", "probe0", "clsact"],
+                         ["tc", "filter", "add", "dev", "probe0", "egress", "protocol", "all",
+                          "bpf", "bytecode", "1,6 0 0 4294967295", "action", "mirred",
+                          "egress", "redirect", "dev", "probe1"]],
     "fq": [["tc", "qdisc", "add", "dev", "probe0", "root", "fq"]],
     "fq_codel": [["tc", "qdisc", "add", "dev", "probe0", "root", "fq_codel"]],
     "vrf": [["ip", "link", "add", "probevrf", "type", "vrf", "table", "10"]],

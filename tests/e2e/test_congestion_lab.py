@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from harness.core.wait import wait_until
 from harness.deploy.lab import Lab
+from harness.faults.injector import Faults
 from harness.nodes.switch.agent.client import ask
 from harness.topology.plan import Endpoint
 from harness.traffic.incast import incast
@@ -87,3 +89,30 @@ def test_a_warm_agent_restart_keeps_buffers_pfc_and_counters(lab: Lab) -> None:
     burst = incast(lab, SENDERS, RECEIVER, BURST, dscp=LOSSLESS_DSCP)
     assert burst.lost == 0, burst.received
     assert sum(burst.pauses_on_wire.values()) > 0
+
+
+def test_a_pfc_storm_from_a_host_is_found_drained_and_restored_by_the_watchdog(
+        lab: Lab) -> None:
+    """r1's NIC pauses its switch port without end; frames for r1 wait in the lossless
+    queue until the watchdog (200 ms, topologies/incast.yml) drains them, and the port is
+    taken back 400 ms after the storm ends."""
+    before = lossless_queue(counters(lab)["eth5"])
+    faults = Faults(lab)
+    storm = faults.pfc_storm("r1:eth1")
+    try:
+        incast(lab, SENDERS[:1], RECEIVER, 50, dscp=LOSSLESS_DSCP, idle_s=0.5)
+        found = wait_until(lambda: lossless_queue(counters(lab)["eth5"]), 5.0, every=0.1,
+                           until=lambda q: q["PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED"] >
+                           before["PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED"])
+        assert found["PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS"] > \
+            before["PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS"]
+    finally:
+        faults.undo(storm)
+    wait_until(lambda: lossless_queue(counters(lab)["eth5"]), 5.0, every=0.1,
+               until=lambda q: q["PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED"] >
+               before["PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED"])
+    events = (lab.frr("leaf1").workdir / "port.log").read_text()
+    assert "pfc_storm_detected port=eth5 queue=3 action=drop" in events
+    assert "pfc_storm_restored port=eth5 queue=3" in events
+    burst = incast(lab, SENDERS, RECEIVER, BURST, dscp=LOSSLESS_DSCP)
+    assert burst.lost == 0, burst.received  # lossless again once restored

@@ -73,3 +73,10 @@ def test_doctor_without_root_says_so_and_exits_1(monkeypatch, capsys) -> None:
     assert "not ready" in said and "sudo labctl doctor" in said and "zebra" in said
     assert doctor_cli.doctor(argparse.Namespace(json=True)) == 1
     assert '"ready": false' in capsys.readouterr().out
+
+
+def test_a_qos_buffer_needs_the_classic_bpf_redirect_its_port_engines_take_frames_by() -> None:
+    incast = plan_from_file(TOPOLOGIES / "incast.yml")
+    assert verdict("incast", incast, host("nexthop_groups", "cls_bpf_redirect")).ready
+    v = verdict("incast", incast, host("nexthop_groups"))
+    assert not v.ready and "classic BPF filter and mirred" in str(v)
