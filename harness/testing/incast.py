@@ -157,18 +157,19 @@ class Incast:
         """`count` lossless datagrams from host `sender` to host `to`, and wait till sent."""
         run_in(_ns(self.hosts[sender]), [sys.executable, "-c", SEND, self.address(sender),
                                          self.address(to), str(PORT), str(count), str(size),
-                                         str(LOSSLESS_DSCP << 2)])
+                                         str(LOSSLESS_DSCP << 2), "0"])
 
-    def burst(self, count: int, size: int = 1400, idle_s: float = 2.0) -> Result:
-        """Every sender sends `count` datagrams of `size` bytes at once; with a victim, the
-        first sender also sends it as many, interleaved with its share of the incast."""
+    def burst(self, count: int, size: int = 1400, idle_s: float = 2.0, pps: float = 0) -> Result:
+        """Every sender sends `count` datagrams of `size` bytes at once (at `pps` each, or as
+        fast as it can); with a victim, the first sender also sends it as many, interleaved
+        with its share of the incast."""
         def popen(ns: str, argv: list[str], **kw: object) -> subprocess.Popen:
             return subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kw)  # type: ignore
 
         hosts = [Host(h, "eth0", self.address(i)) for i, h in enumerate(self.hosts)]
         done, victim = run(popen, hosts[:self.n], hosts[self.n], count, size,
                            LOSSLESS_DSCP << 2 | ECT0, idle_s,
-                           hosts[-1] if len(hosts) > self.n + 1 else None)
+                           hosts[-1] if len(hosts) > self.n + 1 else None, pps)
         pauses = {f"h{i}": done.pauses_on_wire[h.node] for i, h in enumerate(hosts[:self.n])}
         return Result(**{**vars(done), "pauses_on_wire": pauses},
                       switch=self.engines["switch"].counters(),

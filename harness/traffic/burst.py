@@ -24,16 +24,20 @@ if TYPE_CHECKING:
 ROCE_PORT = 4791  # RoCEv2's UDP port
 IDLE_S = 2.0
 SEND = """
-import socket, sys
-src, dsts, port, count, size, tos = sys.argv[1], sys.argv[2].split(","), *map(int, sys.argv[3:])
+import socket, sys, time
+src, dsts, port, count, size, tos, pps = (sys.argv[1], sys.argv[2].split(","),
+                                          *map(int, sys.argv[3:7]), float(sys.argv[7]))
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
 s.bind((src, 0))
+start = time.monotonic()
 for i in range(count * len(dsts)):
+    if pps and i % 8 == 0:
+        time.sleep(max(0.0, start + i / pps - time.monotonic()))
     s.sendto((i // len(dsts)).to_bytes(4, "big") + bytes(size - 4), (dsts[i % len(dsts)], port))
 """  # argv: source, destinations (comma-separated: `count` to each, in turn), port, count,
-#      size, TOS byte (DSCP << 2 | ECN)
+#      size, TOS byte (DSCP << 2 | ECN), datagrams per second (0: as fast as the socket takes)
 RECEIVE = """
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -88,10 +92,10 @@ def lossless_burst(lab: LabContext, sender: Endpoint, impairment: Impairment, *,
         try:
             if rx.stdout is None or rx.stdout.readline().strip() != "ready":
                 raise LabError(f"{receiver.node}: burst receiver did not start")
+            tos = (impairment.lossless.dscp or 0) << 2
             lab.node(sender.node).cmd(
                 sys.executable, "-c", SEND, _address(lab, sender), _address(lab, receiver),
-                str(ROCE_PORT), str(count), str(size), str((impairment.lossless.dscp or 0) << 2),
-                check=True, timeout=60)
+                str(ROCE_PORT), str(count), str(size), str(tos), "0", check=True, timeout=60)
             received = int(rx.communicate(timeout=60)[0].strip() or 0)
         finally:
             rx.kill()

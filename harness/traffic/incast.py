@@ -75,10 +75,12 @@ Popen = Callable[..., subprocess.Popen]  # (node, argv, **Popen's keywords) -> t
 
 
 def run(popen: Popen, senders: list[Host], receiver: Host, count: int, size: int, tos: int,
-        idle_s: float = 2.0, victim: Host | None = None) -> tuple[Burst, Burst | None]:
+        idle_s: float = 2.0, victim: Host | None = None, pps: float = 0
+        ) -> tuple[Burst, Burst | None]:
     """The incast, with `popen` starting each program on its node; each flow's counts. With
     a `victim`, the first sender's datagrams alternate between the receiver and the victim
-    (`count` each), so the two flows share that sender's port frame by frame."""
+    (`count` each), so the two flows share that sender's port frame by frame. `pps` paces
+    each sender (0: as fast as its socket takes them)."""
     receivers = [receiver, *([victim] if victim else [])]
     flows = [(s, [receiver, *([victim] if victim and i == 0 else [])])
              for i, s in enumerate(senders)]
@@ -94,7 +96,7 @@ def run(popen: Popen, senders: list[Host], receiver: Host, count: int, size: int
         time.sleep(CAPTURE_START_S)
         running = [popen(s.node, [sys.executable, "-c", SEND, s.address,
                                   ",".join(to.address for to in dsts), str(ROCE_PORT),
-                                  str(count), str(size), str(tos)],
+                                  str(count), str(size), str(tos), str(pps)],
                          stderr=subprocess.PIPE, text=True) for s, dsts in flows]
         for (s, _), process in zip(flows, running, strict=True):
             if process.wait(timeout=120):
@@ -131,9 +133,9 @@ def _host(lab: LabContext, end: Endpoint) -> Host:
 
 
 def incast(lab: LabContext, senders: list[Endpoint], receiver: Endpoint, count: int,
-           size: int = 1400, dscp: int = 3, idle_s: float = 2.0) -> Burst:
+           size: int = 1400, dscp: int = 3, idle_s: float = 2.0, pps: float = 0) -> Burst:
     """Each of `senders` sends `count` datagrams of `size` bytes, DSCP `dscp` and ECT(0),
-    at once to `receiver`."""
+    at once to `receiver`, each at `pps` (0: as fast as its socket takes them)."""
     return run(lambda node, argv, **kw: lab.node(node).popen(argv, **kw),
                [_host(lab, s) for s in senders], _host(lab, receiver), count, size,
-               dscp << 2 | ECT0, idle_s)[0]
+               dscp << 2 | ECT0, idle_s, pps=pps)[0]

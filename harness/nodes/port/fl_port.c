@@ -76,7 +76,8 @@
 #define HIST 16                       /* WRED histogram: depth buckets up to twice max */
 #define EVENTS 64
 #define HOUSEKEEPING_NS 1000000LL     /* watchdog and pause expiry checks while anything waits */
-#define RT_PRIORITY 10                /* ahead of senders and FRR: PAUSE is acted on at once */
+#define STORM_EVERY_NS 10000000LL    /* a storming port pauses its peer this often: never lets go */
+#define RT_PRIORITY 5                 /* ahead of senders and FRR, behind fl-impair's 10 */
 
 static const unsigned char PAUSE_DST[6] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
 
@@ -139,6 +140,7 @@ struct engine {
     int cpu_tap_fd, cpu_capture_fd;
     uint64_t pool_size, pool_occupancy, pool_watermark, pool_dropped;
     uint64_t unrouted, rng;
+    int64_t late_max_ns;              /* the most a frame or a PAUSE waited for the engine */
     char events[EVENTS][160];
     unsigned event_count;
 };
@@ -496,7 +498,7 @@ static void housekeeping(struct port *p, int64_t now)
     }
     if (p->storm_mask && now >= p->storm_at) {
         send_pause(p, p->storm_mask, PAUSE_QUANTA);
-        p->storm_at = now + quanta_ns(p, PAUSE_QUANTA) / 4;
+        p->storm_at = now + STORM_EVERY_NS;
     }
     for (int i = 0; i < QUEUES; i++) {
         struct queue *q = &p->q[i];
@@ -561,18 +563,48 @@ static struct port *port_by_mac(const unsigned char *mac)
     return NULL;
 }
 
+/* How long a frame the kernel stamped at `m`'s arrival waited for the engine: the
+ * emulation's own lateness, which a PFC response budget must cover (headroom.py). The
+ * stamp is CLOCK_REALTIME; `offset` takes it to CLOCK_MONOTONIC. */
+static void note_lateness(struct msghdr *m, int64_t offset, int64_t now)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_TIMESTAMPNS)
+            continue;
+        struct timespec ts;
+        memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        int64_t late = now - (ns_of(&ts) - offset);
+        if (late > E.late_max_ns)
+            E.late_max_ns = late;
+    }
+}
+
+static int64_t realtime_offset(int64_t now)
+{
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    return ns_of(&rt) - now;
+}
+
+typedef union { char buf[CMSG_SPACE(sizeof(struct timespec))]; struct cmsghdr align; } stamp_t;
+
 static void take(int fd, int in_port, struct port *fixed, int64_t now)
 {
     static unsigned char frames[RX_BATCH][MAX_FRAME];
     static struct mmsghdr msgs[RX_BATCH];
     static struct iovec iov[RX_BATCH];
+    static stamp_t stamps[RX_BATCH];
     for (int i = 0; i < RX_BATCH; i++) {
         iov[i] = (struct iovec){.iov_base = frames[i], .iov_len = MAX_FRAME};
-        msgs[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1};
+        msgs[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1,
+                                          .msg_control = stamps[i].buf,
+                                          .msg_controllen = sizeof stamps[i].buf};
     }
     int n = recvmmsg(fd, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+    int64_t offset = n > 0 ? realtime_offset(now) : 0;
     for (int i = 0; i < n; i++) {
         uint32_t len = msgs[i].msg_len;
+        note_lateness(&msgs[i].msg_hdr, offset, now);
         if (len < 14)
             continue;
         struct port *out = fixed ? fixed : port_by_mac(frames[i] + 6);
@@ -581,6 +613,24 @@ static void take(int fd, int in_port, struct port *fixed, int64_t now)
             continue;
         }
         enqueue(out, in_port, frames[i], len, now);
+    }
+}
+
+/* PAUSE frames that arrived on `p`, in order. */
+static void take_pauses(struct port *p, int64_t now)
+{
+    unsigned char f[128];
+    stamp_t stamp;
+    int64_t offset = realtime_offset(now);
+    for (;;) {
+        struct iovec iov = {.iov_base = f, .iov_len = sizeof f};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = stamp.buf,
+                           .msg_controllen = sizeof stamp.buf};
+        ssize_t len = recvmsg(p->pause_fd, &m, MSG_DONTWAIT);
+        if (len <= 0)
+            return;
+        note_lateness(&m, offset, now);
+        pause_arrived(p, f, len, now);
     }
 }
 
@@ -642,7 +692,9 @@ static int open_port(struct port *p, char *err, size_t errlen)
         die("SO_MARK");
     setsockopt(p->wire_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     p->pause_fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (p->pause_fd < 0 || packet_bind(p->pause_fd, p->ifindex, 0x8808) < 0)
+    int one = 1;
+    if (p->pause_fd < 0 || packet_bind(p->pause_fd, p->ifindex, 0x8808) < 0
+            || setsockopt(p->pause_fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0)
         die("bind MAC control");
     p->tap_fd = sink_tap(p->tap, p->name);
     p->capture_fd = tap_capture(p->tap, CAPTURE_BUFFER);
@@ -770,6 +822,8 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
         return 0;
     }
     if (!strcmp(verb, "storm")) {
+        if (p->storm_mask & ~index)   /* a port that recovers says so: XON for what it held */
+            send_pause(p, (uint8_t)(p->storm_mask & ~index), 0);
         p->storm_mask = (uint8_t)index;
         p->storm_at = now;
         return 0;
@@ -812,8 +866,8 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
 static void stats(FILE *f, int64_t now)
 {
     fprintf(f, "pool size=%" PRIu64 " occupancy=%" PRIu64 " watermark=%" PRIu64 " dropped=%" PRIu64
-            " unrouted=%" PRIu64 "\n", E.pool_size, E.pool_occupancy, E.pool_watermark,
-            E.pool_dropped, E.unrouted);
+            " unrouted=%" PRIu64 " late_max_us=%" PRId64 "\n", E.pool_size, E.pool_occupancy,
+            E.pool_watermark, E.pool_dropped, E.unrouted, E.late_max_ns / 1000);
     for (int i = 0; i < MAX_PORTS; i++) {
         struct port *p = &E.ports[i];
         if (!p->used)
@@ -947,11 +1001,8 @@ int main(int argc, char **argv)
             } else if (owner[i] == -2) {
                 take(E.cpu_capture_fd, NO_PORT, NULL, now);
             } else if (owner[i] >= MAX_PORTS) {
-                struct port *p = &E.ports[owner[i] - MAX_PORTS];
-                unsigned char f[128];
-                ssize_t len;
-                while (p->used && (len = recv(p->pause_fd, f, sizeof f, MSG_DONTWAIT)) > 0)
-                    pause_arrived(p, f, len, now);
+                if (E.ports[owner[i] - MAX_PORTS].used)
+                    take_pauses(&E.ports[owner[i] - MAX_PORTS], now);
             } else if (E.ports[owner[i]].used) {
                 struct port *p = &E.ports[owner[i]];
                 take(p->capture_fd, E.nic ? NO_PORT : owner[i], E.nic ? p : NULL, now);

@@ -24,10 +24,11 @@ from harness.topology.fibre import FIBRE_US_PER_KM
 # ends; ASICs quote about 1 us at 100G and above. The lab takes 1 us whatever the speed.
 PFC_RESPONSE_US = 1.0
 # A port that is a userspace engine (fl-port, harness/nodes/port) takes PAUSE in when its
-# process wakes: it runs at a real-time priority, and bench/congestion.py prints what a run
-# saw beyond the two frames already begun (here: under 30 us at 400 Mbit/s, under one frame
-# time at 40 Mbit/s in a deployed lab). The lab's own ports size their headroom with this
-# bound, or they would drop what a real ASIC, answering in 1 us, never receives.
+# process wakes: it runs at a real-time priority, and bench/congestion.py prints the headroom
+# each run used beyond the two frames already begun (on this 2-core VM: 0-60 us at 40 and
+# 100 Mbit/s; now and then a stall of the VM's takes milliseconds, which no budget covers).
+# The lab's own ports size their headroom with this bound, or they would drop what a real
+# ASIC, answering in 1 us, never receives.
 EMULATED_RESPONSE_US = 200.0
 DEFAULT_MTU = 9216  # what RoCE fabrics run: one jumbo frame each end
 

@@ -371,8 +371,13 @@ class KernelBackend:
         return self._port_queues(port, name)
 
     def _sync_mmu(self, *, prune: bool = False) -> Status:
+        """The port engine as the objects say; a port it serves keeps no HTB queues (its
+        maps may have made them before its QUEUE objects arrived)."""
         assert self.view is not None
-        return self.mmu.sync(self.view, self.port_names, prune=prune)
+        status = self.mmu.sync(self.view, self.port_names, prune=prune)
+        for name in self.mmu.wired:
+            self.queues.clear(name)
+        return status
 
     def settle(self) -> Status:
         """After a boot's configuration: what a previous agent left and this one's document
