@@ -234,7 +234,7 @@ static void mark_ce(unsigned char *f, int at)
 }
 
 /* WRED on `q` for a frame arriving at its depth: 1 to drop it (ECN off or not ECT). */
-static int wred(struct queue *q, unsigned char *f, int ecn_at, uint32_t len)
+static int wred(struct queue *q, unsigned char *f, int ecn_at)
 {
     if (!q->wred || !ecn_at)
         return 0;
@@ -252,17 +252,14 @@ static int wred(struct queue *q, unsigned char *f, int ecn_at, uint32_t len)
     int hit = p1000 && next_random() % 1000 < p1000;
     if (ect) {
         q->hist_seen[bucket]++;
-        if (hit && q->ecn && ecn_bits(f, ecn_at) != 3) {
-            mark_ce(f, ecn_at);
+        if (hit && q->ecn) {
+            if (ecn_bits(f, ecn_at) != 3)   /* already CE: counted, left as it is */
+                mark_ce(f, ecn_at);
             q->ecn_marked++;
-            q->hist_marked[bucket]++;
-        } else if (hit && q->ecn) {
-            q->ecn_marked++;   /* already CE: counted, left as it is */
             q->hist_marked[bucket]++;
         }
         return hit && !q->ecn;
     }
-    (void)len;
     return hit && q->wred_drop;
 }
 
@@ -316,7 +313,7 @@ static void pause_arrived(struct port *p, const unsigned char *f, ssize_t len, i
 
 /* -- buffer ----------------------------------------------------------------------------------- */
 
-static void release(struct port *egress, struct queue *q, struct frame *f, int64_t now)
+static void release(struct queue *q, struct frame *f)
 {
     q->depth -= f->len;
     E.pool_occupancy -= f->len;
@@ -334,16 +331,14 @@ static void release(struct port *egress, struct queue *q, struct frame *f, int64
         if (in->used)
             send_pause(in, (uint8_t)(1 << f->prio), 0);
     }
-    (void)egress;
-    (void)now;
 }
 
-static void drop_queue(struct port *p, struct queue *q, int64_t now)
+static void drop_queue(struct queue *q)
 {
     struct frame *f;
     while ((f = q->head)) {
         q->head = f->next;
-        release(p, q, f, now);
+        release(q, f);
         q->wd_dropped++;
         free(f);
     }
@@ -398,7 +393,7 @@ static void enqueue(struct port *out, int in_port, unsigned char *data, uint32_t
         q->dropped_bytes += len;
         return;
     }
-    if (wred(q, data, ecn_at, len)) {   /* after admission: a mark counts a frame queued */
+    if (wred(q, data, ecn_at)) {   /* after admission: a mark counts a frame queued */
         q->wred_dropped++;
         q->dropped++;
         q->dropped_bytes += len;
@@ -481,7 +476,7 @@ static void transmit(struct port *p, int64_t now)
         q->bytes += f->len;
         int64_t start = p->next_tx > now - wire_ns(p, QUANTUM) ? p->next_tx : now;
         p->next_tx = start + wire_ns(p, f->len + WIRE_OVERHEAD);
-        release(p, q, f, now);
+        release(q, f);
         free(f);
     }
 }
@@ -517,7 +512,7 @@ static void housekeeping(struct port *p, int64_t now)
             event("pfc_storm_detected port=%s queue=%d action=%s", p->name, i,
                   p->wd_action == 1 ? "drop" : "forward");
             if (p->wd_action == 1)
-                drop_queue(p, q, now);
+                drop_queue(q);
         } else if (q->storm && now - q->last_pause >= p->wd_restore_ns) {
             q->storm = 0;
             q->wd_restored++;
@@ -701,10 +696,10 @@ static int open_port(struct port *p, char *err, size_t errlen)
     return 0;
 }
 
-static void close_port(struct port *p, int64_t now)
+static void close_port(struct port *p)
 {
     for (int i = 0; i < QUEUES; i++)
-        drop_queue(p, &p->q[i], now);
+        drop_queue(&p->q[i]);
     uint8_t id = (uint8_t)(p - E.ports);   /* frames of its groups elsewhere count in none */
     for (int i = 0; i < MAX_PORTS; i++)
         for (int j = 0; j < QUEUES; j++)
@@ -808,7 +803,7 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
         return -1;
     }
     if (!strcmp(verb, "unport")) {
-        close_port(p, now);
+        close_port(p);
         return 0;
     }
     if (!strcmp(verb, "watchdog")) {
