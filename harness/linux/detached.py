@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.errors import LabError
@@ -61,9 +62,16 @@ class DetachedEngine:
             process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                        start_new_session=True, close_fds=True)
         try:
-            wait_until(self.answers, READY_TIMEOUT, every=0.01,
-                       alive=lambda: process.poll() is None)
-        except NotReady:
+            self.wait_ready(alive=lambda: process.poll() is None)
+        except LabError:
             process.kill()
+            raise
+
+    def wait_ready(self, alive: Callable[[], bool] | None = None) -> None:
+        """Until it answers (it binds its socket last); LabError with its log's end if it
+        does not, or `alive` says it died."""
+        try:
+            wait_until(self.answers, READY_TIMEOUT, every=0.01, alive=alive)
+        except NotReady:
             raise LabError(f"the {self.what} did not start: "
                            f"{self.log.read_text().strip()[-300:] or 'no output'}") from None

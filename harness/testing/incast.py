@@ -5,8 +5,9 @@ ECT(0)) at once to one receiver; the switch's port to the receiver drains at its
 so its lossless queue fills. The switch's engine runs as a SAI switch programs it (shared
 pool, a lossless priority group per ingress port with its headroom, WRED on the egress
 queue); each sender's NIC engine honours PAUSE. The receiver counts distinct datagrams per
-sender and CE marks from each packet's TOS byte; a packet socket on every sender's port counts
-the PAUSE frames that reach it on the wire. Used by the e2e tests and bench/congestion.py.
+sender and CE marks from each packet's TOS byte; tcpdump on every sender's port counts the
+PAUSE frames that reach it on the wire (harness/traffic/incast.py). Used by the e2e tests and
+bench/congestion.py.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from harness.links.impair.userspace import redirect_argv
 from harness.linux.nsenter import NETNS_RUN_DIR, run_in
 from harness.linux.scratch import remove, scratch_name
 from harness.nodes.port import redirect
-from harness.nodes.port.engine import ENGINE, Counters, PortEngine
+from harness.nodes.port.engine import ENGINE, Counters, PortEngine, class_maps
 from harness.topology.fibre import FIBRE_US_PER_KM
 from harness.topology.plan import Impairment
 from harness.traffic.burst import SEND
@@ -36,7 +37,7 @@ from harness.traffic.incast import ECT0, Burst, Host, run
 LOSSLESS_DSCP = 26
 LOSSLESS_TC = 3
 PORT = 4791
-DSCP_TC = "".join(str(LOSSLESS_TC) if d == LOSSLESS_DSCP else "0" for d in range(64))
+MAPS = class_maps({LOSSLESS_DSCP: LOSSLESS_TC}, {})
 
 @dataclass(frozen=True)
 class Buffers:
@@ -111,7 +112,7 @@ class Incast:
         for name, i in ports.items():
             speed = self.port_bps if i == self.n else self.host_bps  # the receiver's: slow
             sw.command(f"port {i} name={name} tap={redirect.tap_of(i)} "
-                       f"speed_bps={speed} dscp_tc={DSCP_TC} "
+                       f"speed_bps={speed} {MAPS} "
                        f"pfc={1 << LOSSLESS_TC if self.pfc else 0}")
             sw.command(f"pg {i} {LOSSLESS_TC} reserved=0 xoff={b.headroom} "
                        f"xon_offset={b.xon_offset} static_th={b.shared}")
@@ -127,7 +128,7 @@ class Incast:
             nic.start([program, "run", "nic", str(nic.control)], _ns(host))
             tap = redirect.nic_tap(0)
             nic.command(f"port 0 name=eth0 tap={tap} speed_bps={self.host_bps} "
-                        f"dscp_tc={DSCP_TC}")
+                        f"{MAPS}")
             run_in(_ns(host), ["tc", "-batch", "-"],
                    redirect.batch(redirect.nic_redirects("eth0", tap)))
         for host in self.hosts[:self.n]:  # neighbours resolved before any burst

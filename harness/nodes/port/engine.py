@@ -15,8 +15,6 @@ from harness.linux.detached import DetachedEngine
 
 ENGINE = "fl-port"
 QUEUES = 8
-PRIORITIES = 8
-HIST = 16  # WRED histogram buckets, up to twice the max threshold (fl_port.c)
 
 QUEUE_STATS = {"packets": "SAI_QUEUE_STAT_PACKETS", "bytes": "SAI_QUEUE_STAT_BYTES",
                "dropped": "SAI_QUEUE_STAT_DROPPED_PACKETS",
@@ -85,6 +83,13 @@ class Counters:
         return next(p for p in self.ports.values() if p.name == name)
 
 
+def class_maps(dscp_to_tc: dict[int, int], tc_to_queue: dict[int, int]) -> str:
+    """A port's maps as the engine's `port` command takes them: a DSCP the first map does
+    not name is TC 0, a TC the second does not name goes to the queue of its number."""
+    return (f"dscp_tc={''.join(str(dscp_to_tc.get(d, 0)) for d in range(64))} "
+            f"tc_queue={''.join(str(tc_to_queue.get(t, t)) for t in range(QUEUES))}")
+
+
 def _pairs(words: list[str]) -> dict[str, str]:
     return dict(word.split("=", 1) for word in words)
 
@@ -117,10 +122,9 @@ def parse(text: str) -> Counters:
 class PortEngine(DetachedEngine):
     """A node's fl-port, reached on `directory/port.sock`."""
 
-    what = "port engine"
-
-    def __init__(self, directory: Path, name: str = "port") -> None:
+    def __init__(self, directory: Path, name: str = "port", what: str = "port engine") -> None:
         super().__init__(directory / f"{name}.sock", directory / f"{name}.log")
+        self.what = what
 
     def counters(self) -> Counters:
         return parse(self.request("stats"))

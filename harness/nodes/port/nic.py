@@ -13,17 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError
-from harness.core.wait import NotReady, wait_until
 from harness.nodes.kind import KINDS
 from harness.nodes.port import redirect
-from harness.nodes.port.engine import ENGINE, PortEngine
+from harness.nodes.port.engine import ENGINE, PortEngine, class_maps
 from harness.topology.plan import Endpoint, LabPlan
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
 
 STATE_DIR = "ports"
-READY_TIMEOUT = 5.0
 DEFAULT_NIC_BPS = 100_000_000_000  # a link without a `bandwidth`: a 100G NIC
 
 
@@ -38,7 +36,7 @@ def nic_ends(plan: LabPlan) -> list[Endpoint]:
 
 
 def engine_of(lab_dir: Path, end: Endpoint) -> PortEngine:
-    return PortEngine(lab_dir / STATE_DIR, f"{end.node}.{end.iface}")
+    return PortEngine(lab_dir / STATE_DIR, f"{end.node}.{end.iface}", f"NIC engine of {end}")
 
 
 def start(lab: LabContext, end: Endpoint) -> None:
@@ -54,16 +52,10 @@ def start(lab: LabContext, end: Endpoint) -> None:
     engine.control.unlink(missing_ok=True)
     lab.runtime.spawn(end.node, [lab.runtime.program(ENGINE), "run", "nic",
                                  str(engine.control)], engine.log, f"NIC engine {end}")
-    try:
-        wait_until(engine.answers, READY_TIMEOUT, every=0.01)
-    except NotReady:
-        raise LabError(f"{end}: NIC engine did not start: "
-                       f"{engine.log.read_text().strip()[-300:] or 'no output'}") from None
+    engine.wait_ready()
     tap = redirect.nic_tap(index[0])
-    dscp_tc = "".join(str(plan.qos.dscp_to_tc.get(d, 0)) for d in range(64))
-    tc_queue = "".join(str(plan.qos.tc_to_queue.get(t, t)) for t in range(8))
     engine.command(f"port 0 name={end.iface} tap={tap} "
-                   f"speed_bps={iface.bandwidth_bps or DEFAULT_NIC_BPS} dscp_tc={dscp_tc} "
-                   f"tc_queue={tc_queue}")
+                   f"speed_bps={iface.bandwidth_bps or DEFAULT_NIC_BPS} "
+                   f"{class_maps(plan.qos.dscp_to_tc, plan.qos.tc_to_queue)}")
     for command in redirect.nic_redirects(end.iface, tap):
         node.cmd("tc", *command, check=True)

@@ -56,7 +56,7 @@ class BufferOrch:
         declared = self._declared_profile(port)  # a port engine's: it answers as one
         headroom = measurement.headroom(speed_mbps * 1_000_000, PFC_RESPONSE_US if declared is
                                         None else EMULATED_RESPONSE_US)
-        status = self._program(measurement.port, port, headroom.bytes)
+        status = self._program(measurement.port, port, headroom.bytes, declared)
         if status.ok:
             self.measured[measurement.port] = measurement
             if keep:
@@ -64,8 +64,7 @@ class BufferOrch:
         return {**asdict(measurement), "km": round(headroom.km, 2), "speed_mbps": speed_mbps,
                 "headroom_bytes": headroom.bytes, "status": str(status)}
 
-    def _program(self, name: str, port: int, xoff: int) -> Status:
-        declared = self._declared_profile(port)
+    def _program(self, name: str, port: int, xoff: int, declared: int | None) -> Status:
         if declared is not None:  # the document's lossless group (a `qos:` buffer): its profile
             return self.sai.set(declared, "SAI_BUFFER_PROFILE_ATTR_XOFF_TH", xoff)
         if self.pool is None:

@@ -368,7 +368,7 @@ class KernelBackend:
                 changes["mtu"] = port.mtu
             if changes:
                 ip.link("set", index=port.hw_lane_list[0], **changes)
-        return self._port_queues(port, name)
+        return self._port_queues(op.ref, port)  # type: ignore[arg-type]
 
     def _sync_mmu(self, *, prune: bool = False) -> Status:
         """The port engine as the objects say; a port it serves keeps no HTB queues (its
@@ -384,15 +384,14 @@ class KernelBackend:
         no longer declares goes (mmu.py)."""
         return self._sync_mmu(prune=True)
 
-    def _port_queues(self, port: Port, name: str) -> Status:
+    def _port_queues(self, ref: int, port: Port) -> Status:
         """The port's queues as its maps say (queues.py), or the port engine's when QUEUE
         objects name it (mmu.py); none without a DSCP -> TC map."""
         assert self.view is not None
-        ref = next(oid for oid, n in self.port_names.items() if n == name)
+        name = self.port_names[ref]
         if port.qos_dscp_to_tc_map == NULL_OID or self.mmu.served(self.view, ref):
             self.queues.clear(name)
             return self._sync_mmu()
-        assert self.view is not None
         to_tc: QosMap = self.view.record(port.qos_dscp_to_tc_map)  # type: ignore[assignment]
         to_queue: QosMap | None = self.view.record(port.qos_tc_to_queue_map)  # type: ignore
         mapping = dscp_to_queue(dict(to_tc.map_to_value_list),
@@ -412,11 +411,9 @@ class KernelBackend:
         assert self.view is not None
         for ref in self.view.referrers(qos_map):
             port = self.view.record(ref)
-            if isinstance(port, Port):
-                with netlink(self.netns_path) as ip:
-                    name = ip.get_links(port.hw_lane_list[0])[0].get_attr("IFLA_IFNAME")
-                if not (status := self._port_queues(port, name)).ok:
-                    return status
+            if isinstance(port, Port) and not (status := self._port_queues(
+                    ref, port)).ok:  # type: ignore[arg-type]
+                return status
         return Status.SUCCESS
 
     def _neighbor(self, op: Op) -> Status:

@@ -30,7 +30,7 @@ from pathlib import Path
 from harness.core.errors import LabError
 from harness.linux.nsenter import run_in
 from harness.nodes.port import redirect
-from harness.nodes.port.engine import QUEUES, Counters, PortEngine
+from harness.nodes.port.engine import Counters, PortEngine, class_maps
 from harness.nodes.switch.sai.backend import ObjectView
 from harness.nodes.switch.sai.records import (
     BufferPool,
@@ -57,10 +57,6 @@ class PortSetup:
     program: str
 
 
-def _digits(values: list[int]) -> str:
-    return "".join(str(v) for v in values)
-
-
 def _threshold(profile: BufferProfile) -> str:
     if profile.threshold_mode.endswith("STATIC"):
         return f"static_th={profile.shared_static_th}"
@@ -83,9 +79,9 @@ class Mmu:
         self.wired: frozenset[str] = frozenset()  # ports whose frames tc sends to the engine
         self.programmed: set[str] = set()  # ports this agent has told the engine about
 
-    def served(self, view: ObjectView, port: int) -> list[Queue]:
-        """The port's QUEUE objects: none, and the port is the kernel's (HTB queues)."""
-        return [r for ref in view.referrers(port) if isinstance(r := view.record(ref), Queue)]
+    def served(self, view: ObjectView, port: int) -> bool:
+        """Whether QUEUE objects name the port; if none do, it is the kernel's (HTB)."""
+        return any(isinstance(view.record(ref), Queue) for ref in view.referrers(port))
 
     def counters(self) -> Counters | None:
         return self.engine.counters() if self.engine and self.ids is not None else None
@@ -139,13 +135,10 @@ class Mmu:
     def _port(self, view: ObjectView, port_id: int, name: str, oid: int) -> int:
         """The port's commands; the largest pool its profiles draw on."""
         port: Port = view.record(oid)  # type: ignore[assignment]
-        dscp_tc = _pairs(view, port.qos_dscp_to_tc_map)
-        tc_queue = _pairs(view, port.qos_tc_to_queue_map)
+        maps = class_maps(_pairs(view, port.qos_dscp_to_tc_map),
+                          _pairs(view, port.qos_tc_to_queue_map))
         self._tell(f"port {name}", f"port {port_id} name={name} tap={redirect.tap_of(port_id)} "
-                   f"speed_bps={port.speed * MBIT} "
-                   f"dscp_tc={_digits([dscp_tc.get(d, 0) for d in range(64)])} "
-                   f"tc_queue={_digits([tc_queue.get(t, t) for t in range(QUEUES)])} "
-                   f"pfc={port.priority_flow_control}")
+                   f"speed_bps={port.speed * MBIT} {maps} pfc={port.priority_flow_control}")
         detect = dict(port.pfc_tc_dld_interval)
         restore = dict(port.pfc_tc_dlr_interval)
         action = "drop" if detect else "off"
