@@ -23,7 +23,7 @@ DOCKER_SUITES := tests/e2e/test_docker_runtime.py tests/e2e/test_clos.py tests/e
 # Every engine shares one header (time, errors, TAP and packet-socket set-up).
 ENGINE_H := harness/core/fl_engine.h
 ENGINE_CFLAGS := -O2 -Wall -Wextra -Iharness/core
-ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable build/fl-port
+ENGINES := build/fl-impair build/fl-bfd build/fl-probe build/fl-srv6 build/fl-mergeable build/fl-port build/fl-rdma
 
 setup: debs $(VENV)/.installed $(ENGINES)
 
@@ -53,6 +53,11 @@ build/fl-impair: harness/links/impair/fl_impair.c $(ENGINE_H)
 
 # A port's egress at line rate: queues, shared buffer, ECN, PFC (harness/nodes/port/).
 build/fl-port: harness/nodes/port/fl_port.c $(ENGINE_H)
+	@mkdir -p build
+	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
+
+# A host NIC's RDMA transport: RoCEv2 RC with DCQCN, and a multipath one (harness/nodes/rdma/).
+build/fl-rdma: harness/nodes/rdma/fl_rdma.c $(ENGINE_H)
 	@mkdir -p build
 	$(CC) $(ENGINE_CFLAGS) -o $@.$$$$.tmp $< && mv $@.$$$$.tmp $@
 

@@ -25,6 +25,7 @@ from harness.cli import (
     lifecycle,
     netem,
     platform,
+    rdma,
     sai,
     srv6,
     validate,
@@ -32,8 +33,8 @@ from harness.cli import (
 from harness.cli.console import make_console
 from harness.core.errors import CheckFailed, FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, sai,
-                  srv6, headroom, platform, gen, ansible, exercise)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, rdma,
+                  sai, srv6, headroom, platform, gen, ansible, exercise)
 console = make_console(stderr=True)
 
 

@@ -21,10 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.build import built
-from harness.core.errors import LabError
-from harness.core.wait import wait_until
-from harness.links.impair import engine as impair_engine
-from harness.links.impair.userspace import redirect_argv
+from harness.links.impair.userspace import start_scratch
 from harness.linux.nsenter import NETNS_RUN_DIR, run_in
 from harness.linux.scratch import remove, scratch_name
 from harness.nodes.port import redirect
@@ -140,16 +137,8 @@ class Incast:
         after the port engines (their frames and PAUSE pass it, harness/nodes/port)."""
         delay = Impairment(delay_us=km * FIBRE_US_PER_KM)
         for ns, iface in ((self.hosts[host], "eth0"), (self.switch, f"p{host}")):
-            control = self.dir / f"cable.{iface}.sock"
-            tap = f"flc{host}{iface[0]}"
-            self.impairs.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, str(built(impair_engine.ENGINE)), "run", iface, tap,
-                 str(control), *impair_engine.engine_args(delay)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            wait_until(lambda c=control: impair_engine.stats(str(c)), 5.0, every=0.01,
-                       retry=LabError)
-            for argv in redirect_argv(iface, tap):
-                run_in(_ns(ns), argv)
+            self.impairs.append(start_scratch(_ns(ns), iface, f"flc{host}{iface[0]}",
+                                              self.dir / f"cable.{iface}.sock", delay))
 
     def destroy(self) -> None:
         remove([self.switch, *self.hosts])

@@ -14,6 +14,7 @@ reports the endpoint as broken instead of claiming an impairment that is not the
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from harness.core.wait import wait_until
 from harness.links.impair import engine
 from harness.links.impair.state import LinkState, control_path, state_dir
 from harness.linux.journal import process_start_time
+from harness.linux.nsenter import run_in
 from harness.linux.processes import kill_and_reap
 from harness.topology.plan import Endpoint, Impairment
 
@@ -115,3 +117,17 @@ class UserspaceBackend:
         if _host_pid(lab, state) is None:
             return "broken: engine not running", {}
         return "active", engine.stats(str(state.control))
+
+
+def start_scratch(netns_path: str, iface: str, tap: str, control: Path,
+                  impairment: Impairment) -> subprocess.Popen:
+    """An engine on `iface` of a scratch namespace (tests and benches: no lab, no journal);
+    ready and redirected when this returns. Removing the namespace ends it."""
+    process = subprocess.Popen(["nsenter", f"--net={netns_path}", str(engine.binary()), "run",
+                                iface, tap, str(control), *engine.engine_args(impairment)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: engine.stats(str(control)), READY_TIMEOUT, every=0.01, retry=LabError,
+               alive=lambda: process.poll() is None)
+    for argv in redirect_argv(iface, tap):
+        run_in(netns_path, argv)
+    return process

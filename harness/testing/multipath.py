@@ -1,0 +1,99 @@
+"""Two hosts joined by several planes in scratch namespaces: a multipath fabric whose every
+path's loss and delay a test sets, and whose losses the links count, not the transport.
+
+Each plane is one veth pair with addresses of its own (10.78.P.1 and .2), so a path is a
+plane; an fl-impair engine on the sender's side of every plane delays and drops the data
+(acknowledgements come back unimpaired) and counts what it dropped. Used by the transport
+e2e tests and bench/transport.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.core.build import built
+from harness.links.impair import engine as impair_engine
+from harness.links.impair.userspace import start_scratch
+from harness.linux.nsenter import NETNS_RUN_DIR, run_in
+from harness.linux.scratch import remove, scratch_name
+from harness.nodes.rdma.engine import ENGINE, Nic, Settings
+from harness.topology.plan import Impairment
+from harness.traffic.rdma import Action, Run, run
+
+FABRICS = itertools.count()
+SENDER, RECEIVER = "a", "b"
+
+
+class Planes:
+    """`planes` parallel links from SENDER to RECEIVER, each impaired by `impairments[p]`."""
+
+    def __init__(self, directory: Path, impairments: list[Impairment]) -> None:
+        self.dir, self.impairments = directory, impairments
+        tag = next(FABRICS)
+        self.ns = {h: scratch_name(f"m{tag}{h}") for h in (SENDER, RECEIVER)}
+
+    def path(self, host: str) -> str:
+        return f"{NETNS_RUN_DIR}/{self.ns[host]}"
+
+    def address(self, host: str, plane: int) -> str:
+        return f"10.78.{plane}.{1 if host == SENDER else 2}"
+
+    def control(self, plane: int) -> Path:
+        return self.dir / f"plane{plane}.sock"
+
+    def build(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for name in self.ns.values():
+            subprocess.run(["ip", "netns", "add", name], check=True)
+        for plane in range(len(self.impairments)):
+            subprocess.run(["ip", "link", "add", f"p{plane}", "netns", self.ns[SENDER], "type",
+                            "veth", "peer", "name", f"p{plane}", "netns", self.ns[RECEIVER]],
+                           check=True)
+            for host in self.ns:
+                run_in(self.path(host), ["ip", "addr", "add",
+                                         f"{self.address(host, plane)}/24", "dev", f"p{plane}"])
+                run_in(self.path(host), ["ip", "link", "set", f"p{plane}", "up"])
+        for plane, impairment in enumerate(self.impairments):
+            start_scratch(self.path(SENDER), f"p{plane}", f"flm{plane}", self.control(plane),
+                          impairment)
+
+    def destroy(self) -> None:
+        remove(list(self.ns.values()))
+
+    def impair(self, plane: int, impairment: Impairment) -> None:
+        """A new impairment on the plane's data direction, live (a gray failure: 100 % loss
+        on a link that stays up)."""
+        impair_engine.set_live(str(self.control(plane)), impairment)
+
+    def lost(self) -> int:
+        """Frames the planes' link engines dropped since they started."""
+        return sum(impair_engine.stats(str(self.control(p)))["lost"]
+                   for p in range(len(self.impairments)))
+
+    def nics(self) -> dict[str, Nic]:
+        planes = range(len(self.impairments))
+        return {h: Nic(i + 1, tuple(self.address(h, p) for p in planes),
+                       tuple(f"p{p}" for p in planes), tuple(0 for _ in planes),
+                       tuple(self.address(h, p) for p in planes))
+                for i, h in enumerate(self.ns)}
+
+    def rdma(self, settings: Settings, actions: list[Action] | None = None) -> Run:
+        def popen(host: str, argv: list[str], **kw: object) -> subprocess.Popen:
+            return subprocess.Popen(["nsenter", f"--net={self.path(host)}", *argv],
+                                    **kw)  # type: ignore[call-overload]
+        return run(popen, str(built(ENGINE)), self.nics(), [(SENDER, RECEIVER)], settings,
+                   actions)
+
+
+@contextmanager
+def planes(directory: Path, impairments: list[Impairment]) -> Iterator[Planes]:
+    fabric = Planes(directory, impairments)
+    try:
+        fabric.build()
+        yield fabric
+    finally:
+        fabric.destroy()
