@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.core.build import built
@@ -26,10 +26,14 @@ from harness.linux.nsenter import NETNS_RUN_DIR, run_in
 from harness.linux.scratch import remove, scratch_name
 from harness.nodes.port import redirect
 from harness.nodes.port.engine import ENGINE, Counters, PortEngine, class_maps
+from harness.nodes.rdma.engine import ENGINE as RDMA_ENGINE
+from harness.nodes.rdma.engine import Nic, Settings
 from harness.topology.fibre import FIBRE_US_PER_KM
 from harness.topology.plan import Impairment
 from harness.traffic.burst import SEND
 from harness.traffic.incast import ECT0, Burst, Host, run
+from harness.traffic.rdma import Run
+from harness.traffic.rdma import run as run_rdma
 
 LOSSLESS_DSCP = 26
 LOSSLESS_TC = 3
@@ -73,9 +77,10 @@ class Incast:
     one more host, which only the first sender sends to (congestion spreading)."""
 
     def __init__(self, directory: Path, senders: int, host_bps: int, port_bps: int,
-                 buffers: Buffers, pfc: bool = True, victim: bool = False) -> None:
+                 buffers: Buffers, pfc: bool = True, victim: bool = False,
+                 nic_engines: bool = True) -> None:
         self.dir, self.n, self.host_bps, self.port_bps = directory, senders, host_bps, port_bps
-        self.buffers, self.pfc = buffers, pfc
+        self.buffers, self.pfc, self.nic_engines = buffers, pfc, nic_engines
         tag = next(FABRICS)  # fabrics alive at once get names of their own
         self.switch = scratch_name(f"i{tag}sw")
         # senders, the receiver (index `senders`), then the victim's receiver
@@ -120,7 +125,7 @@ class Incast:
         run_in(_ns(self.switch), ["nft", "-f", "-"], redirect.marks_ruleset(ports))
         run_in(_ns(self.switch), ["tc", "-batch", "-"], redirect.batch(
             [c for name in ports for c in redirect.switch_redirects(name, list(ports.values()))]))
-        for i, host in enumerate(self.hosts[:self.n]):
+        for i, host in enumerate(self.hosts[:self.n] if self.nic_engines else []):
             nic = self.engines[f"h{i}"] = PortEngine(self.dir, f"h{i}")
             nic.start([program, "run", "nic", str(nic.control)], _ns(host))
             tap = redirect.nic_tap(0)
@@ -167,11 +172,28 @@ class Incast:
                       victim=victim)
 
 
+    def rdma(self, settings: Settings) -> Run:
+        """Every sender writes to the receiver over fl-rdma, whose NIC paces at the host's
+        line rate and honours PAUSE itself (build the fabric without NIC engines)."""
+        nics = {h: Nic(i + 1, (self.address(i),), ("eth0",), (0,), (self.address(i),))
+                for i, h in enumerate(self.hosts)}
+
+        def popen(host: str, argv: list[str], **kw: object) -> subprocess.Popen:
+            return subprocess.Popen(["nsenter", f"--net={_ns(host)}", *argv],
+                                    **kw)  # type: ignore[call-overload]
+        receiver = self.hosts[self.n]
+        return run_rdma(popen, str(built(RDMA_ENGINE)), nics,
+                        [(h, receiver) for h in self.hosts[:self.n]],
+                        replace(settings, rate_bps=self.host_bps, dscp=LOSSLESS_DSCP,
+                                prio=LOSSLESS_TC))
+
+
 @contextmanager
 def incast(directory: Path, senders: int, host_bps: int, port_bps: int,
-           buffers: Buffers = Buffers(), pfc: bool = True, victim: bool = False
-           ) -> Iterator[Incast]:
-    fabric = Incast(directory, senders, host_bps, port_bps, buffers, pfc, victim)
+           buffers: Buffers = Buffers(), pfc: bool = True, victim: bool = False,
+           nic_engines: bool = True) -> Iterator[Incast]:
+    """The fabric; without `nic_engines` the hosts' own transport (fl-rdma) is their MAC."""
+    fabric = Incast(directory, senders, host_bps, port_bps, buffers, pfc, victim, nic_engines)
     try:
         fabric.build()
         yield fabric

@@ -3,8 +3,9 @@ path's loss and delay a test sets, and whose losses the links count, not the tra
 
 Each plane is one veth pair with addresses of its own (10.78.P.1 and .2), so a path is a
 plane; an fl-impair engine on the sender's side of every plane delays and drops the data
-(acknowledgements come back unimpaired) and counts what it dropped. Used by the transport
-e2e tests and bench/transport.py.
+(acknowledgements come back unimpaired) and counts what it dropped; a plane given no
+impairment (None) is a bare veth, for a test of the transport's own speed. Used by the
+transport e2e tests and bench/transport.py.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ SENDER, RECEIVER = "a", "b"
 
 
 class Planes:
-    """`planes` parallel links from SENDER to RECEIVER, each impaired by `impairments[p]`."""
+    """Parallel links from SENDER to RECEIVER, plane p impaired by `impairments[p]`."""
 
-    def __init__(self, directory: Path, impairments: list[Impairment]) -> None:
+    def __init__(self, directory: Path, impairments: list[Impairment | None]) -> None:
         self.dir, self.impairments = directory, impairments
         tag = next(FABRICS)
         self.ns = {h: scratch_name(f"m{tag}{h}") for h in (SENDER, RECEIVER)}
@@ -58,8 +59,9 @@ class Planes:
                                          f"{self.address(host, plane)}/24", "dev", f"p{plane}"])
                 run_in(self.path(host), ["ip", "link", "set", f"p{plane}", "up"])
         for plane, impairment in enumerate(self.impairments):
-            start_scratch(self.path(SENDER), f"p{plane}", f"flm{plane}", self.control(plane),
-                          impairment)
+            if impairment is not None:
+                start_scratch(self.path(SENDER), f"p{plane}", f"flm{plane}", self.control(plane),
+                              impairment)
 
     def destroy(self) -> None:
         remove(list(self.ns.values()))
@@ -72,7 +74,7 @@ class Planes:
     def lost(self) -> int:
         """Frames the planes' link engines dropped since they started."""
         return sum(impair_engine.stats(str(self.control(p)))["lost"]
-                   for p in range(len(self.impairments)))
+                   for p, impairment in enumerate(self.impairments) if impairment is not None)
 
     def nics(self) -> dict[str, Nic]:
         planes = range(len(self.impairments))
@@ -90,7 +92,7 @@ class Planes:
 
 
 @contextmanager
-def planes(directory: Path, impairments: list[Impairment]) -> Iterator[Planes]:
+def planes(directory: Path, impairments: list[Impairment | None]) -> Iterator[Planes]:
     fabric = Planes(directory, impairments)
     try:
         fabric.build()

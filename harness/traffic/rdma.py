@@ -73,6 +73,30 @@ class Run:
                 for i in range(width)]
         return max(bins, default=0) * 8 / self.bin_s
 
+    def rates_bps(self, flow: Flow, window: int, completed: bool = False) -> list[float]:
+        """The flow's rate over `window` bins from each bin on, in bit/s: what its responder
+        placed (in any order, as the fabric delivered it), or with `completed` what its
+        requester saw acknowledged in order (what the application sees complete)."""
+        bins = flow.requester.timeline if completed else flow.responder.timeline
+        return [sum(bins[i:i + window]) * 8 / (window * self.bin_s)
+                for i in range(max(len(bins) - window + 1, 0))]
+
+    def converged_s(self, window: int, tolerance: float = 0.1) -> float | None:
+        """Seconds from the start until every flow's rate over the next `window` bins is
+        within `tolerance` of their mean (the fair share of what got through); None if
+        that never happened."""
+        rates = [self.rates_bps(f, window) for f in self.flows]
+        for i in range(min(map(len, rates), default=0)):
+            share = sum(r[i] for r in rates) / len(rates)
+            if share and all(abs(r[i] - share) <= tolerance * share for r in rates):
+                return i * self.bin_s
+        return None
+
+    def base_rtt_ns(self) -> int:
+        """The least RTT any QP measured: the fabric's unloaded round trip."""
+        return min((f.requester.min_rtt_ns for f in self.flows if f.requester.min_rtt_ns),
+                   default=0)
+
     def total(self, counter: str) -> int:
         """A requester's or responder's counter summed over every QP."""
         side = "requester" if hasattr(self.flows[0].requester, counter) else "responder"

@@ -60,6 +60,7 @@
 #define BATCH 64
 #define MAX_BINS 4096
 #define PKT_MAX 9216
+#define PROBE_G UINT64_MAX  /* a probe of an abandoned path: it carries no data of the transfer */
 
 enum { OP_WRITE_FIRST = 0x06, OP_WRITE_MIDDLE = 0x07, OP_WRITE_LAST = 0x08, OP_WRITE_ONLY = 0x0A,
        OP_ACK = 0x11, OP_CNP = 0x81 };
@@ -352,8 +353,9 @@ static void nic_sent(int plane, int len, int64_t now)
 /* Data packet g of connection c on path p with path PSN psn. */
 static int send_data(struct conn *c, struct path *p, uint64_t g, uint32_t psn, int64_t now)
 {
+    int probe = g == PROBE_G;
     uint64_t msg = g / ppm, k = g % ppm;
-    uint32_t len = msg_len(g);
+    uint32_t len = probe ? 8 : msg_len(g);   /* a probe: its marker only, at offset 0 */
     uint8_t op;
     int reth;
     if (cfg.metaroce) {
@@ -369,7 +371,7 @@ static int send_data(struct conn *c, struct path *p, uint64_t g, uint32_t psn, i
     uint8_t *q = packet(p->plane, cfg.local[p->plane], dst, p->sport, cfg.dscp << 2 | 2, op, c->qpn,
                         ackreq, psn, 0);
     if (reth) {
-        put64(q, msg * cfg.size + k * (uint64_t)cfg.mtu);  /* the offset the packet lands at */
+        put64(q, probe ? 0 : msg * cfg.size + k * (uint64_t)cfg.mtu);  /* where it lands */
         put32(q + 8, c->qpn);                               /* rkey */
         put32(q + 12, cfg.metaroce ? len : (uint32_t)cfg.size);
         q += 16;
@@ -453,18 +455,21 @@ static int live_paths(struct conn *c)
 }
 
 /* A path given up: what it held goes to the live ones, under their own PSNs. The responder
- * slides past the PSNs it will never see once later ones come (harness/nodes/rdma). */
+ * slides past the PSNs it will never see once later ones come (harness/nodes/rdma). A dead
+ * path's probe that times out goes the same way, so nothing waits on a dead path. */
 static void abandon(struct conn *c, struct path *p, int64_t now)
 {
-    p->dead = 1;
-    p->next_probe = now + (int64_t)cfg.probe_ns;
-    if (!p->abandoned) {
-        p->abandoned = now;
-        p->abandon_timeouts = p->timeouts_in_row;
+    if (!p->dead) {
+        p->dead = 1;
+        p->next_probe = now + (int64_t)cfg.probe_ns;
+        if (!p->abandoned) {
+            p->abandoned = now;
+            p->abandon_timeouts = p->timeouts_in_row;
+        }
     }
     for (uint32_t psn = p->una; psn != p->nxt; psn++) {
         struct slot *s = &p->ring[psn % RING];
-        if (s->state == SLOT_OUT || s->state == SLOT_LOST)
+        if ((s->state == SLOT_OUT || s->state == SLOT_LOST) && s->g != PROBE_G)
             orphan(c, s->g);
         s->state = SLOT_FREE;
     }
@@ -502,7 +507,8 @@ static void metaroce_ack(struct conn *c, struct path *p, const uint8_t *bth, int
             if (s->sent > p->rack)
                 p->rack = s->sent;
             s->state = SLOT_SACKED;
-            complete(c, s->g, now);
+            if (s->g != PROBE_G)
+                complete(c, s->g, now);
             progressed = 1;
             p->cwnd += 1.0 / p->cwnd;
         }
@@ -771,7 +777,7 @@ static void responder(const uint8_t *bth, int len, struct in_addr src, int plane
     int p = path_of(qpn, sport);
     if (p >= MAX_PATHS)
         return;
-    if (!place(r, g, plen, now))
+    if (g != PROBE_G && !place(r, g, plen, now))
         r->dup++;
     track(&r->path[p].cum, r->path[p].bits, psn, &r->ooo);
     uint8_t *q = packet(plane, local, src, sport, cfg.dscp << 2, OP_ACK, qpn, 0,
@@ -976,8 +982,9 @@ static void path_timeout(struct conn *c, struct path *p, int64_t now)
             lose(p, &p->ring[psn % RING], psn);
     p->cwnd = 1;
     /* no backoff while the path may still be judged: dead_after timeouts of its RTT decide
-     * it; an abandoned path's probes are paced by probe_ms instead */
-    if (++p->timeouts_in_row >= cfg.dead_after && !p->dead && live_paths(c) > 1)
+     * it; an abandoned path's probes are paced by probe_ms instead. The last live path is
+     * never abandoned: it backs off and keeps trying. */
+    if (++p->timeouts_in_row >= cfg.dead_after && (p->dead || live_paths(c) > 1))
         abandon(c, p, now);
     else if (p->timeouts_in_row >= cfg.dead_after)
         p->rto = p->rto * 2 > 2000000000LL ? 2000000000LL : p->rto * 2;
@@ -999,8 +1006,11 @@ static void metaroce_send(struct conn *c, int64_t now)
             uint32_t psn = p->lost[0];
             memmove(p->lost, p->lost + 1, (size_t)--p->nlost * sizeof(p->lost[0]));
             struct slot *s = &p->ring[psn % RING];
-            if (s->state != SLOT_LOST)
+            if (s->state != SLOT_LOST || s->g == PROBE_G) {
+                if (s->state == SLOT_LOST)
+                    s->state = SLOT_SACKED;   /* a lost probe is not sent again */
                 continue;
+            }
             s->state = SLOT_OUT;
             s->sent = now;
             s->retx = 1;
@@ -1013,19 +1023,21 @@ static void metaroce_send(struct conn *c, int64_t now)
         }
         if (p->nxt - p->una >= RING - 1)
             continue;
-        uint64_t g = 0;
+        uint64_t g = PROBE_G;
         int resend = 0;
-        while (c->norphans && !resend) {
-            g = c->orphans[--c->norphans];
-            resend = g >= c->base && !seen(c->acked, g);
-        }
-        if (!resend) {
-            if (!may_post(c, now))
-                continue;
-            g = c->nxt++;
-        }
-        if (probe)
+        if (probe) {
             p->next_probe = now + (int64_t)cfg.probe_ns;
+        } else {
+            while (c->norphans && !resend) {
+                g = c->orphans[--c->norphans];
+                resend = g >= c->base && !seen(c->acked, g);
+            }
+            if (!resend) {
+                if (!may_post(c, now))
+                    continue;
+                g = c->nxt++;
+            }
+        }
         struct slot *s = &p->ring[p->nxt % RING];
         *s = (struct slot){.g = g, .sent = now, .state = SLOT_OUT, .retx = (uint8_t)resend};
         p->inflight++;
