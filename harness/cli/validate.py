@@ -18,6 +18,7 @@ from harness.cli.lifecycle import require_root
 from harness.core.errors import CheckFailed, UsageError
 from harness.fabrics.scaleup import nonblocking
 from harness.linux.features import neighbour_room
+from harness.nodes.rdma.engine import TRANSPORTS
 from harness.topology.pipeline import plan_from_file
 from harness.topology.schema import Role
 from harness.topology.units import format_bytes
@@ -36,6 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="check this topology file without deploying it")
     p.add_argument("--profile", default=str(DEFAULT),
                    help="sizes, tiers, collectives and thresholds (default: %(default)s)")
+    p.add_argument("--transport", choices=TRANSPORTS,
+                   help="move the payloads as RDMA writes over fl-rdma (roce: RC with DCQCN; "
+                   "metaroce: multipath) instead of TCP sockets")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
@@ -61,7 +65,8 @@ def check_topology(path: str) -> int:
 
 
 def print_tables(result: Validation, verdicts: list[Verdict]) -> None:
-    pairs = Table(title=f"{result.lab}: point to point (64 B round trips, one-way stream)")
+    pairs = Table(title=f"{result.lab}: point to point over {result.transport} (64 B round "
+                  "trips, one-way stream)")
     for column in ("pair", "rtt p50 us", "rtt p99 us", "GB/s"):
         pairs.add_column(column, justify="right" if column != "pair" else "left")
     for p in result.pairs:
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     require_root()
     profile = load_profile(args.profile)  # a bad profile is refused before anything runs
     lab = open_lab(args.name)
-    result = validate(lab, profile)
+    result = validate(lab, profile, args.transport)
     verdicts = judge_all(profile, result)
     if args.json:
         print(json.dumps({**result.to_dict(), "profile": args.profile,

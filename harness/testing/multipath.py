@@ -11,6 +11,7 @@ transport e2e tests and bench/transport.py.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,13 +44,23 @@ class Planes:
     def address(self, host: str, plane: int) -> str:
         return f"10.78.{plane}.{1 if host == SENDER else 2}"
 
+    def mac(self, host: str, plane: int) -> str:
+        link = json.loads(subprocess.run(
+            ["ip", "-n", self.ns[host], "-j", "link", "show", f"p{plane}"],
+            capture_output=True, text=True, check=True).stdout)
+        return link[0]["address"]
+
     def control(self, plane: int) -> Path:
         return self.dir / f"plane{plane}.sock"
 
     def build(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        for name in self.ns.values():
+        for host, name in self.ns.items():
             subprocess.run(["ip", "netns", "add", name], check=True)
+            # nothing but the transport crosses a plane (no IPv6 discovery, no ARP), so the
+            # links' drop counts are the transport's losses exactly
+            run_in(self.path(host), ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                                     "net.ipv6.conf.default.disable_ipv6=1"])
         for plane in range(len(self.impairments)):
             subprocess.run(["ip", "link", "add", f"p{plane}", "netns", self.ns[SENDER], "type",
                             "veth", "peer", "name", f"p{plane}", "netns", self.ns[RECEIVER]],
@@ -58,6 +69,10 @@ class Planes:
                 run_in(self.path(host), ["ip", "addr", "add",
                                          f"{self.address(host, plane)}/24", "dev", f"p{plane}"])
                 run_in(self.path(host), ["ip", "link", "set", f"p{plane}", "up"])
+            for host, far in ((SENDER, RECEIVER), (RECEIVER, SENDER)):
+                run_in(self.path(host), ["ip", "neigh", "replace", self.address(far, plane),
+                                         "lladdr", self.mac(far, plane), "nud", "permanent",
+                                         "dev", f"p{plane}"])
         for plane, impairment in enumerate(self.impairments):
             if impairment is not None:
                 start_scratch(self.path(SENDER), f"p{plane}", f"flm{plane}", self.control(plane),

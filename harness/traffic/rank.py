@@ -4,8 +4,10 @@ peers, then the run's point-to-point tests and collectives, each timed and its r
 Usage: python -m harness.traffic.rank SPEC_FILE NAME
 
 The spec (JSON, harness/validation/run.py writes it): members [{name, group, addr}], port,
-timeout, pairs [[a, b]], pings, stream_bytes, tests [{collective, size, iterations}]. The
-result goes beside it as NAME.json. Every timed step starts at a barrier, so all ranks time the
+timeout, pairs [[a, b]], pings, stream_bytes, tests [{collective, size, iterations}], and
+optionally rdma {program, settings, nics}: then every payload is an RDMA write over fl-rdma
+(harness/traffic/rdma_mesh.py) and TCP carries the barriers only. The result goes beside it
+as NAME.json. Every timed step starts at a barrier, so all ranks time the
 same operation; pairs run one at a time while the other ranks wait at the next barrier, so a
 pair measures its path, not its neighbours' traffic.
 """
@@ -18,10 +20,12 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.linux.files import replace_file
-from harness.traffic.collective import COLLECTIVES, ITEM, Member, contribution
+from harness.nodes.rdma.engine import Dcqcn, Nic, Settings
+from harness.traffic.collective import COLLECTIVES, ITEM, Member, Mesh, contribution
+from harness.traffic.rdma_mesh import RdmaMesh
 from harness.traffic.replica import EpochMesh, Inbox, read_exactly
 
 PING_BYTES = 64
@@ -33,65 +37,100 @@ def barrier(mesh: EpochMesh, me: str, names: list[str]) -> None:
     mesh.exchange(dict.fromkeys(peers, b""), peers)
 
 
-def ping(sock: socket.socket, count: int) -> list[float]:
+class Channel(Protocol):
+    """One peer's end, over TCP or as RDMA writes: send some bytes, receive some."""
+
+    def send(self, payload: bytes) -> None: ...
+
+    def receive(self, size: int) -> bytes: ...
+
+
+class TcpChannel:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def send(self, payload: bytes) -> None:
+        self.sock.sendall(payload)
+
+    def receive(self, size: int) -> bytes:
+        return read_exactly(self.sock, size)
+
+
+class WriteChannel:
+    """Over a mesh of whole messages (RDMA writes): a receive takes messages until it has
+    `size` bytes, so a stream's chunks and a ping's payload read alike."""
+
+    def __init__(self, mesh: Mesh, peer: str) -> None:
+        self.mesh, self.peer, self.pending = mesh, peer, b""
+
+    def send(self, payload: bytes) -> None:
+        self.mesh.exchange({self.peer: payload}, [])
+
+    def receive(self, size: int) -> bytes:
+        while len(self.pending) < size:
+            self.pending += self.mesh.exchange({}, [self.peer])[self.peer]
+        got, self.pending = self.pending[:size], self.pending[size:]
+        return got
+
+
+def ping(channel: Channel, count: int) -> list[float]:
     """Round trips of PING_BYTES, in microseconds."""
     payload, rtts = bytes(PING_BYTES), []
     for _ in range(count):
         started = time.perf_counter_ns()
-        sock.sendall(payload)
-        read_exactly(sock, PING_BYTES)
+        channel.send(payload)
+        channel.receive(PING_BYTES)
         rtts.append((time.perf_counter_ns() - started) / 1000)
     return rtts
 
 
-def echo(sock: socket.socket, count: int) -> None:
+def echo(channel: Channel, count: int) -> None:
     for _ in range(count):
-        sock.sendall(read_exactly(sock, PING_BYTES))
+        channel.send(channel.receive(PING_BYTES))
 
 
-def stream(sock: socket.socket, size: int) -> float:
+def stream(channel: Channel, size: int) -> float:
     """Seconds from the first byte sent to the receiver's word that it has all `size`."""
-    chunk = memoryview(bytes(STREAM_CHUNK))
+    chunk = bytes(STREAM_CHUNK)
     started = time.perf_counter()
     left = size
     while left:
-        sent = sock.send(chunk[:min(left, STREAM_CHUNK)])
-        left -= sent
-    read_exactly(sock, 1)
+        channel.send(chunk[:min(left, STREAM_CHUNK)])
+        left -= min(left, STREAM_CHUNK)
+    channel.receive(1)
     return time.perf_counter() - started
 
 
-def sink(sock: socket.socket, size: int) -> None:
-    buffer = bytearray(STREAM_CHUNK)
+def sink(channel: Channel, size: int) -> None:
     left = size
     while left:
-        got = sock.recv_into(buffer, min(left, STREAM_CHUNK))
-        if not got:
-            raise ConnectionError("the streaming peer closed the connection")
-        left -= got
-    sock.sendall(b"\1")
+        left -= len(channel.receive(min(left, STREAM_CHUNK)))
+    channel.send(b"\1")
 
 
-def point_to_point(mesh: EpochMesh, me: str, names: list[str], spec: dict[str, Any]
-                   ) -> list[dict[str, Any]]:
+def point_to_point(mesh: EpochMesh, data: Mesh | None, me: str, names: list[str],
+                   spec: dict[str, Any]) -> list[dict[str, Any]]:
+    def channel(peer: str) -> Channel:
+        return WriteChannel(data, peer) if data else TcpChannel(mesh.connection(peer))
+
     measured = []
     for a, b in spec["pairs"]:
         barrier(mesh, me, names)
         if me == a:
-            sock = mesh.connection(b)
-            rtts = ping(sock, spec["pings"])
-            seconds = stream(sock, spec["stream_bytes"])
+            to_b = channel(b)
+            rtts = ping(to_b, spec["pings"])
+            seconds = stream(to_b, spec["stream_bytes"])
             measured.append({"a": a, "b": b, "rtt_us": rtts, "stream_bytes": spec["stream_bytes"],
                              "stream_seconds": seconds})
         elif me == b:
-            sock = mesh.connection(a)
-            echo(sock, spec["pings"])
-            sink(sock, spec["stream_bytes"])
+            to_a = channel(a)
+            echo(to_a, spec["pings"])
+            sink(to_a, spec["stream_bytes"])
     return measured
 
 
-def collective(mesh: EpochMesh, me: str, members: list[Member], test: dict[str, Any]
-               ) -> dict[str, Any]:
+def collective(mesh: EpochMesh, data: Mesh, me: str, members: list[Member],
+               test: dict[str, Any]) -> dict[str, Any]:
     """One warm-up then `iterations` timed runs; the warm-up's and the last run's results
     checked against what every rank must hold (computed from the ranks' known inputs)."""
     chosen = COLLECTIVES[test["collective"]]
@@ -103,7 +142,7 @@ def collective(mesh: EpochMesh, me: str, members: list[Member], test: dict[str, 
         vector = contribution(index, k, length)
         barrier(mesh, me, names)
         started = time.perf_counter()
-        chosen.run(mesh, me, members, vector)
+        chosen.run(data, me, members, vector)
         took = time.perf_counter() - started
         if k:
             seconds.append(took)
@@ -124,13 +163,28 @@ def run(spec: dict[str, Any], me: str) -> dict[str, Any]:
     names = [m.name for m in members]
     mesh = EpochMesh(me, 0, {m["name"]: (m["addr"], spec["port"]) for m in spec["members"]},
                      Inbox(listener), spec["timeout"], patient=True)
+    data = rdma_mesh(spec, me) if "rdma" in spec else None
+    report = None
     try:
-        p2p = point_to_point(mesh, me, names, spec)
-        tests = [collective(mesh, me, members, test) for test in spec["tests"]]
+        p2p = point_to_point(mesh, data, me, names, spec)
+        tests = [collective(mesh, data or mesh, me, members, test) for test in spec["tests"]]
         barrier(mesh, me, names)  # nobody closes a connection another still reads
+        if data:
+            report = data.close()  # once all it sent is acknowledged
+            barrier(mesh, me, names)
     finally:
         mesh.close()
-    return {"name": me, "p2p": p2p, "tests": tests}
+    return {"name": me, "p2p": p2p, "tests": tests,
+            **({"rdma": json.loads(report.splitlines()[-1])} if report else {})}
+
+
+def rdma_mesh(spec: dict[str, Any], me: str) -> RdmaMesh:
+    rdma = spec["rdma"]
+    nics = {name: Nic(**{k: tuple(v) if isinstance(v, list) else v for k, v in nic.items()})
+            for name, nic in rdma["nics"].items()}
+    settings = Settings(**{**rdma["settings"], "dcqcn": Dcqcn(**rdma["settings"]["dcqcn"])})
+    return RdmaMesh(rdma["program"], nics[me], {n: nic for n, nic in nics.items() if n != me},
+                    settings, spec["timeout"])
 
 
 def main(argv: list[str]) -> int:

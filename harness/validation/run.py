@@ -4,6 +4,9 @@ results gathered and turned into the figures nccl-tests prints.
 Hosts are taken in an order that alternates between their groups (region, else building,
 else the switch they hang off), so the first 2 or 8 of a tier span the fabric rather than
 one rack. A collective's time is, per iteration, the slowest rank's, and the median of those.
+With a transport (roce, metaroce) the ranks move their payloads as RDMA writes over fl-rdma
+(harness/traffic/rdma_mesh.py) and keep TCP for their barriers only, so the point-to-point
+bandwidth and the collectives are both the C transport's.
 """
 
 from __future__ import annotations
@@ -19,14 +22,18 @@ from typing import TYPE_CHECKING, Any
 from harness.core.errors import LabError
 from harness.core.wait import none_left, wait_until
 from harness.linux.processes import kill_and_reap
+from harness.nodes.rdma.engine import ENGINE, Settings
 from harness.topology.schema import Role
 from harness.traffic.collective import COLLECTIVES
+from harness.traffic.rdma import lab_nic, lab_rate_bps
 from harness.validation.profile import Profile
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
 
 RANK_PORT = 7810
+# a NIC with no bandwidth in the topology: fast enough that the engine's CPU is the limit
+VALIDATE_NIC_BPS = 10_000_000_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class Row:
 class Validation:
     lab: str
     tiers: dict[str, list[str]]
+    transport: str = "tcp"
     pairs: list[Pair] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -65,7 +73,8 @@ class Validation:
         return statistics.median(p.p2p_GBps for p in self.pairs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lab": self.lab, "tiers": self.tiers, "notes": self.notes,
+        return {"lab": self.lab, "tiers": self.tiers, "transport": self.transport,
+                "notes": self.notes,
                 "p2p_GBps": self.p2p_GBps, "pairs": [asdict(p) for p in self.pairs],
                 "collectives": [asdict(r) for r in self.rows]}
 
@@ -96,14 +105,24 @@ def tiers(profile: Profile, hosts: Sequence[str]) -> tuple[dict[str, list[str]],
     return chosen, notes
 
 
+def rdma_spec(lab: LabContext, hosts: Sequence[str], transport: str) -> dict[str, Any]:
+    """What a rank needs to start fl-rdma: the program, the settings, every host's NICs."""
+    settings = Settings(transport=transport,
+                        rate_bps=lab_rate_bps(lab, list(hosts)) or VALIDATE_NIC_BPS)
+    return {"program": lab.runtime.program(ENGINE), "settings": asdict(settings),
+            "nics": {h: asdict(lab_nic(lab, h, i + 1)) for i, h in enumerate(hosts)}}
+
+
 def run_ranks(lab: LabContext, hosts: Sequence[str], spec: dict[str, Any],
-              timeout: float) -> dict[str, dict[str, Any]]:
+              timeout: float, transport: str | None = None) -> dict[str, dict[str, Any]]:
     """One rank per host, all started before any is waited for; every result, or an error
     naming the rank that failed and how."""
     folder = lab.dir / "validation" / f"{time.monotonic_ns()}"
     folder.mkdir(parents=True)
     members = [{"name": h, "group": group_of(lab, h), "addr": lab.plan.node(h).loopback4}
                for h in hosts]
+    if transport:
+        spec = {**spec, "rdma": rdma_spec(lab, hosts, transport)}
     (folder / "spec.json").write_text(json.dumps(
         {**spec, "members": members, "port": RANK_PORT, "timeout": timeout}))
     runtime, pids = lab.runtime, {}
@@ -139,12 +158,13 @@ def _pairs(order: Sequence[str], count: int) -> list[list[str]]:
     return [[order[i], order[(i + 1) % len(order)]] for i in range(min(count, len(order)))]
 
 
-def point_to_point(lab: LabContext, profile: Profile, order: Sequence[str]) -> list[Pair]:
+def point_to_point(lab: LabContext, profile: Profile, order: Sequence[str],
+                   transport: str | None = None) -> list[Pair]:
     pairs = _pairs(order, profile.p2p.pairs)
     hosts = list(dict.fromkeys(h for pair in pairs for h in pair))
     results = run_ranks(lab, hosts, {"pairs": pairs, "pings": profile.p2p.pings,
                                      "stream_bytes": profile.p2p.stream, "tests": []},
-                        profile.timeout_s)
+                        profile.timeout_s, transport)
     measured = []
     for result in results.values():
         for p in result["p2p"]:
@@ -156,11 +176,12 @@ def point_to_point(lab: LabContext, profile: Profile, order: Sequence[str]) -> l
     return sorted(measured, key=lambda p: pairs.index([p.a, p.b]))
 
 
-def collectives(lab: LabContext, profile: Profile, tier: str, hosts: Sequence[str]
-                ) -> list[Row]:
+def collectives(lab: LabContext, profile: Profile, tier: str, hosts: Sequence[str],
+                transport: str | None = None) -> list[Row]:
     tests = [{"collective": c, "size": size, "iterations": profile.iterations}
              for c in profile.collectives for size in profile.sizes]
-    results = run_ranks(lab, hosts, {"pairs": [], "tests": tests}, profile.timeout_s)
+    results = run_ranks(lab, hosts, {"pairs": [], "tests": tests}, profile.timeout_s,
+                        transport)
     rows, n = [], len(hosts)
     for index, test in enumerate(results[hosts[0]]["tests"]):
         per_rank = [results[h]["tests"][index] for h in hosts]
@@ -173,14 +194,15 @@ def collectives(lab: LabContext, profile: Profile, tier: str, hosts: Sequence[st
     return rows
 
 
-def validate(lab: LabContext, profile: Profile) -> Validation:
+def validate(lab: LabContext, profile: Profile, transport: str | None = None) -> Validation:
+    """Over TCP sockets, or with `transport` (roce, metaroce) over fl-rdma."""
     order = spread(lab)
     if len(order) < 2:
         raise LabError(f"lab {lab.plan.name} has {len(order)} host(s) with an IPv4 loopback; "
                        "validation needs 2 or more")
     chosen, notes = tiers(profile, order)
-    result = Validation(lab.plan.name, chosen, notes=notes)
-    result.pairs = point_to_point(lab, profile, order)
+    result = Validation(lab.plan.name, chosen, transport or "tcp", notes=notes)
+    result.pairs = point_to_point(lab, profile, order, transport)
     for tier, hosts in chosen.items():
-        result.rows += collectives(lab, profile, tier, hosts)
+        result.rows += collectives(lab, profile, tier, hosts, transport)
     return result

@@ -6,6 +6,7 @@ spine in each plane while host3 -> host4 stays below leaf2.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -24,6 +25,7 @@ from harness.spray.nic import (
     wait_spray,
 )
 from harness.testing import plan_from
+from harness.testing.chaos import labctl
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
 from harness.testing.steering import assert_probes_steered, switch_after_fault
@@ -196,3 +198,22 @@ def test_rdma_uses_every_plane_and_rides_out_a_plane_down(lab, faults):
     # back within 50 ms, and after that on average: BFD and BGP reconverging on two cores
     # take the engines' CPU now and then, so one later window may dip
     assert after[0] >= floor and sum(after) / len(after) >= floor, (before, after, gone)
+
+
+def test_validate_runs_its_collectives_as_rdma_writes_over_every_plane(lab, tmp_path):
+    """labctl validate --transport metaroce: every payload an RDMA write over fl-rdma, the
+    results checked by every rank; at 1 MiB in pairs (the tier the profile judges) the
+    all-reduce's bus bandwidth is a quarter or more of the same run's point to point."""
+    profile = tmp_path / "rdma.yml"
+    profile.write_text("tiers: [2, all]\nsizes: [1MiB]\niterations: 3\n"
+                       "collectives: [all_reduce:ring, all_to_all]\n"
+                       "p2p: {pairs: 2, pings: 20, stream: 8MiB}\n")
+    out = labctl("validate", lab.plan.name, "--transport", "metaroce", "--profile",
+                 str(profile), "--json")
+    assert out.returncode == 0, out
+    found = json.loads(out.stdout)
+    assert found["transport"] == "metaroce"
+    assert all(r["ok"] for r in found["collectives"])
+    ring = next(r for r in found["collectives"]
+                if r["tier"] == "2" and r["collective"] == "all_reduce:ring")
+    assert ring["busbw_GBps"] >= 0.25 * found["p2p_GBps"], (ring, found["p2p_GBps"])

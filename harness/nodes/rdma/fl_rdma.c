@@ -71,7 +71,7 @@ enum { SLOT_FREE, SLOT_OUT, SLOT_LOST, SLOT_SACKED };
 
 static struct {
     int metaroce, id, qps, paths, mtu, dscp, cnp_dscp, prio, ack_every, retry, dupthresh;
-    int dead_after, hint, planes, npeers;
+    int dead_after, hint, planes, npeers, data, data_in, data_out;
     uint64_t size, iterations, rate_bps, duration_ns, deadline_ns, idle_ns, bin_ns, start_ns;
     uint64_t timeout_ns, rto_min_ns, rto_init_ns, probe_ns, cnp_interval_ns;
     double beta;
@@ -115,11 +115,15 @@ struct path {                  /* requester side of one path (metaroce) or of th
     uint64_t sent, retx, timeouts, ecn;
 };
 
+/* A message (one RDMA write): packets [first, first + npkts) of its QP's stream. */
+struct msg { uint64_t first; uint32_t npkts, len, id; uint8_t *data; };
+
 struct conn {                  /* a QP: requester state towards one peer */
     uint32_t qpn;
     int peer, npaths, rr, error, done;
     struct path path[MAX_PATHS];
-    uint64_t total, nxt;        /* packets to send (0: until the duration ends); next new one */
+    struct msg *msgs; uint32_t nmsgs, capmsgs, done_msgs;   /* posted, and completed */
+    uint64_t posted, nxt;       /* packets of the posted messages; the next new one */
     uint64_t base;              /* oldest packet not yet acknowledged */
     uint64_t *orphans; int norphans, caporphans;   /* what abandoned paths held */
     uint8_t *acked;             /* WINDOW bits from base */
@@ -134,12 +138,23 @@ struct conn {                  /* a QP: requester state towards one peer */
     uint64_t bins[MAX_BINS];
 };
 
+/* A message being received: its bytes (data mode) and how many have arrived. */
+struct inbound { uint32_t id, len, got; uint8_t *buf; };
+
 struct rx {                     /* responder state of one QP */
     uint32_t qpn;
     struct in_addr src;
     uint64_t base; uint8_t *placed;      /* WINDOW bits from base */
     uint64_t epsn; int nak_sent;         /* roce */
-    struct { uint32_t cum; uint8_t bits[RING / 8]; } path[MAX_PATHS];
+    uint32_t cur_id, cur_len, cur_off;   /* roce: the message the next in-order packet continues */
+    struct inbound *in; uint32_t nin, capin, next_id;   /* delivered in id order */
+    struct {                             /* metaroce: a path's receive state and its next ACK */
+        uint32_t cum, ce, trig;          /* ce: marks not echoed yet; trig: the PSN that asks */
+        uint8_t bits[RING / 8];
+        int pending, plane;
+        struct in_addr src, local;
+        uint16_t sport;
+    } path[MAX_PATHS];
     int64_t first, last, last_cnp;
     uint64_t packets, bytes, msgs, dup, ooo, ce, cnps, naks, since_ack;
     uint64_t bins[MAX_BINS];
@@ -153,11 +168,20 @@ static int raw_fd[MAX_PLANES], udp_fd, pause_fd[MAX_PLANES];
 static int64_t nic_next[MAX_PLANES], paused_until[MAX_PLANES], pause_ns[MAX_PLANES];
 static uint64_t pause_frames[MAX_PLANES];
 static int64_t t0, last_rx;
-static uint64_t ppm;             /* packets per message */
+/* data mode: messages to send come in on the descriptor data_in (peer index, length, bytes;
+ * big-endian u32s) and whole received ones go out on data_out (the sender's host id, length,
+ * bytes) */
+#define DATA_IN cfg.data_in
+#define DATA_OUT cfg.data_out
+static uint8_t *in_buf;
+static size_t in_len, in_cap;
+static int input_open;
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-static uint32_t crc_table[256];
+/* CRC-32 (IEEE, reflected), eight bytes a step ("slicing by 8"): every packet's ICRC is
+ * computed, so its cost is the engine's per-byte cost. */
+static uint32_t crc_table[8][256];
 
 static void crc_init(void)
 {
@@ -165,14 +189,27 @@ static void crc_init(void)
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
             c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
+        crc_table[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = crc_table[t - 1][i] >> 8 ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
 
 static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n)
 {
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                             | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
+                      | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][lo >> 8 & 0xFF]
+              ^ crc_table[5][lo >> 16 & 0xFF] ^ crc_table[4][lo >> 24]
+              ^ crc_table[3][hi & 0xFF] ^ crc_table[2][hi >> 8 & 0xFF]
+              ^ crc_table[1][hi >> 16 & 0xFF] ^ crc_table[0][hi >> 24];
+    }
     while (n--)
-        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return crc;
 }
 
@@ -241,10 +278,37 @@ static int bin_of(int64_t t)
     return b < 0 ? 0 : b >= MAX_BINS ? MAX_BINS - 1 : (int)b;
 }
 
-static uint32_t msg_len(uint64_t g)   /* payload bytes of global packet g */
+static void post(struct conn *c, uint32_t len, uint8_t *data)
 {
-    uint64_t k = g % ppm;
-    return k == ppm - 1 ? (uint32_t)(cfg.size - k * cfg.mtu) : (uint32_t)cfg.mtu;
+    if (c->nmsgs == c->capmsgs) {
+        c->capmsgs = c->capmsgs ? 2 * c->capmsgs : 256;
+        c->msgs = realloc(c->msgs, c->capmsgs * sizeof(*c->msgs));
+        if (!c->msgs)
+            die("realloc");
+    }
+    uint32_t n = len ? (len + (uint32_t)cfg.mtu - 1) / (uint32_t)cfg.mtu : 1;
+    c->msgs[c->nmsgs] = (struct msg){c->posted, n, len, c->nmsgs, data};
+    c->nmsgs++;
+    c->posted += n;
+}
+
+static struct msg *msg_of(struct conn *c, uint64_t g)   /* the message packet g belongs to */
+{
+    uint32_t lo = 0, hi = c->nmsgs;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c->msgs[mid].first <= g)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return &c->msgs[lo];
+}
+
+static uint32_t pkt_len(const struct msg *m, uint64_t g)   /* payload bytes of packet g */
+{
+    uint64_t off = (g - m->first) * (uint64_t)cfg.mtu;
+    return m->len - off < (uint64_t)cfg.mtu ? (uint32_t)(m->len - off) : (uint32_t)cfg.mtu;
 }
 
 static uint16_t sport_of(uint32_t qpn, int path)
@@ -350,34 +414,45 @@ static void nic_sent(int plane, int len, int64_t now)
     nic_next[plane] = paced(nic_next[plane], now, wire_bits(len), (double)cfg.rate_bps);
 }
 
-/* Data packet g of connection c on path p with path PSN psn. */
+/* Packet g of connection c on path p with path PSN psn. RETH carries where it lands: the
+ * message's id and the offset in it (VA), the packet's index in the QP's stream (the rkey
+ * field: this responder has no memory keys) and the message's length. RC sends it on a
+ * message's first packet only; the multipath transport on every one. */
 static int send_data(struct conn *c, struct path *p, uint64_t g, uint32_t psn, int64_t now)
 {
     int probe = g == PROBE_G;
-    uint64_t msg = g / ppm, k = g % ppm;
-    uint32_t len = probe ? 8 : msg_len(g);   /* a probe: its marker only, at offset 0 */
+    struct msg *m = probe ? NULL : msg_of(c, g);
+    uint64_t k = probe ? 0 : g - m->first;
+    uint32_t len = probe ? 0 : pkt_len(m, g), last = probe || k == m->npkts - 1;
     uint8_t op;
     int reth;
     if (cfg.metaroce) {
         op = OP_WRITE_ONLY;
         reth = 1;
     } else {
-        op = ppm == 1 ? OP_WRITE_ONLY : k == 0 ? OP_WRITE_FIRST
-             : k == ppm - 1 ? OP_WRITE_LAST : OP_WRITE_MIDDLE;
+        op = m->npkts == 1 ? OP_WRITE_ONLY : k == 0 ? OP_WRITE_FIRST
+             : last ? OP_WRITE_LAST : OP_WRITE_MIDDLE;
         reth = k == 0;
     }
-    int ackreq = cfg.metaroce || k == ppm - 1 || (g + 1) % (uint64_t)cfg.ack_every == 0;
+    /* ask for an acknowledgement every ack_every packets and at a message's end; the
+     * multipath transport also when the path's window is full, and for a resend or a probe */
+    int ackreq = last || (g + 1) % (uint64_t)cfg.ack_every == 0;
+    if (cfg.metaroce)
+        ackreq = last || (psn + 1) % (uint32_t)cfg.ack_every == 0
+                 || p->inflight >= (int)p->cwnd || p->ring[psn % RING].retx;
     struct in_addr dst = cfg.peer[c->peer][p->peer_plane];
-    uint8_t *q = packet(p->plane, cfg.local[p->plane], dst, p->sport, cfg.dscp << 2 | 2, op, c->qpn,
-                        ackreq, psn, 0);
+    uint8_t *q = packet(p->plane, cfg.local[p->plane], dst, p->sport, cfg.dscp << 2 | 2, op,
+                        c->qpn, ackreq, psn, 0);
     if (reth) {
-        put64(q, probe ? 0 : msg * cfg.size + k * (uint64_t)cfg.mtu);  /* where it lands */
-        put32(q + 8, c->qpn);                               /* rkey */
-        put32(q + 12, cfg.metaroce ? len : (uint32_t)cfg.size);
+        put64(q, probe ? UINT64_MAX : (uint64_t)m->id << 32 | k * (uint64_t)cfg.mtu);
+        put32(q + 8, (uint32_t)g);
+        put32(q + 12, probe ? 0 : m->len);
         q += 16;
     }
-    memset(q, 0, len);
-    put64(q, g ^ ((uint64_t)c->qpn << 40));                 /* what the responder checks */
+    if (m && m->data)
+        memcpy(q, m->data + k * (uint64_t)cfg.mtu, len);
+    else
+        memset(q, 0, len);
     int wire = finish(q + len);
     nic_sent(p->plane, wire, now);
     c->sent++;
@@ -396,14 +471,15 @@ static void complete(struct conn *c, uint64_t g, int64_t now)
     mark(c->acked, g);
     uint64_t from = c->base, n = advance(c->acked, &c->base);
     for (uint64_t i = from; i < from + n; i++) {
-        c->bytes_done += msg_len(i);
-        c->bins[bin_of(now)] += msg_len(i);
-        if (i % ppm == ppm - 1)
-            c->msgs_done++;
+        uint32_t len = pkt_len(msg_of(c, i), i);
+        c->bytes_done += len;
+        c->bins[bin_of(now)] += len;
     }
-    if (c->total && c->base >= c->total && !c->done) {
-        c->done = 1;
-        c->done_at = now;
+    while (c->done_msgs < c->nmsgs
+           && c->msgs[c->done_msgs].first + c->msgs[c->done_msgs].npkts <= c->base) {
+        free(c->msgs[c->done_msgs].data);
+        c->msgs[c->done_msgs++].data = NULL;
+        c->msgs_done++;
     }
 }
 
@@ -536,8 +612,8 @@ static void metaroce_ack(struct conn *c, struct path *p, const uint8_t *bth, int
         }
     }
     if (ce) {
-        c->ecn_echoes++;
-        p->ecn++;
+        c->ecn_echoes += (uint64_t)ce;
+        p->ecn += (uint64_t)ce;
         if (now - p->last_cut > (p->srtt ? p->srtt : p->rto)) {
             p->cwnd *= 1 - cfg.beta;
             if (p->cwnd < 1)
@@ -665,10 +741,70 @@ static int place(struct rx *r, uint64_t g, uint32_t len, int64_t now)
     mark(r->placed, g);
     r->bytes += len;
     r->bins[bin_of(now)] += len;
-    uint64_t from = r->base, n = advance(r->placed, &r->base);
-    for (uint64_t i = from; i < from + n; i++)
-        r->msgs += i % ppm == ppm - 1;
+    advance(r->placed, &r->base);
     return 1;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            die("data out");
+        p = (const uint8_t *)p + w;
+        n -= (size_t)w;
+    }
+}
+
+/* `n` bytes at `off` of message `id` (`len` long) arrived; whole messages leave in id order
+ * (to DATA_OUT in data mode), as an RC completion queue hands them over. */
+static void arrive(struct rx *r, uint32_t id, uint32_t len, uint32_t off, const uint8_t *bytes,
+                   uint32_t n)
+{
+    struct inbound *m = NULL;
+    for (uint32_t i = 0; i < r->nin && !m; i++)
+        if (r->in[i].id == id)
+            m = &r->in[i];
+    if (!m) {
+        if (id < r->next_id || off + n > len)
+            return;
+        if (r->nin == r->capin) {
+            r->capin = r->capin ? 2 * r->capin : 16;
+            r->in = realloc(r->in, r->capin * sizeof(*r->in));
+            if (!r->in)
+                die("realloc");
+        }
+        m = &r->in[r->nin++];
+        *m = (struct inbound){id, len, 0, NULL};
+        if (cfg.data && len && !(m->buf = malloc(len)))
+            die("malloc");
+    }
+    if (m->buf)
+        memcpy(m->buf + off, bytes, n);
+    m->got += n;
+    for (int again = 1; again;) {
+        again = 0;
+        for (uint32_t i = 0; i < r->nin; i++) {
+            struct inbound *d = &r->in[i];
+            if (d->id != r->next_id || d->got < d->len)
+                continue;
+            if (cfg.data) {
+                uint8_t head[8];
+                put32(head, r->qpn >> 12);
+                put32(head + 4, d->len);
+                write_all(DATA_OUT, head, 8);
+                write_all(DATA_OUT, d->buf, d->len);
+            }
+            free(d->buf);
+            r->in[i] = r->in[--r->nin];
+            r->next_id++;
+            r->msgs++;
+            again = 1;
+            break;
+        }
+    }
 }
 
 /* A path's receive state: `cum` is the next PSN expected, bit i-1 of `bits` says cum+i came.
@@ -717,6 +853,11 @@ static void send_cnp(struct rx *r, int plane, struct in_addr local, int64_t now)
     finish(q + 16);
 }
 
+#define MAX_PENDING (BATCH * 4)
+static struct pending { struct rx *r; int path; } pending[MAX_PENDING];
+static int npending;
+static void ack_path(struct rx *r, int p, int64_t now);
+
 /* A write that came in on `plane` (answered on that plane) for `local`. */
 static void responder(const uint8_t *bth, int len, struct in_addr src, int plane,
                       struct in_addr local, uint16_t sport, int ce, int64_t now)
@@ -724,7 +865,7 @@ static void responder(const uint8_t *bth, int len, struct in_addr src, int plane
     uint8_t op = bth[0];
     uint32_t qpn = get24(bth + 5), psn = get24(bth + 9);
     int reth = cfg.metaroce || op == OP_WRITE_FIRST || op == OP_WRITE_ONLY;
-    if (len < 12 + (reth ? 16 : 0) + 8 + 4)
+    if (len < 12 + (reth ? 16 : 0) + 4)
         return;
     struct rx *r = rx_of(qpn, src);
     if (!r)
@@ -737,7 +878,8 @@ static void responder(const uint8_t *bth, int len, struct in_addr src, int plane
     if (ce)
         r->ce++;
     const uint8_t *data = bth + 12 + (reth ? 16 : 0);
-    uint64_t g = get64(data) ^ ((uint64_t)qpn << 40);
+    uint64_t va = reth ? get64(bth + 12) : 0;
+    uint32_t key = reth ? get32(bth + 20) : 0, mlen = reth ? get32(bth + 24) : 0;
     uint32_t plen = (uint32_t)(len - 12 - (reth ? 16 : 0) - 4);
     if (ce && !cfg.metaroce)
         send_cnp(r, plane, local, now);
@@ -748,7 +890,14 @@ static void responder(const uint8_t *bth, int len, struct in_addr src, int plane
         uint8_t syndrome;
         uint32_t apsn;
         if (d == 0) {
-            place(r, g, plen, now);
+            if (reth) {
+                r->cur_id = (uint32_t)(va >> 32);
+                r->cur_len = mlen;
+                r->cur_off = 0;
+            }
+            place(r, r->epsn, plen, now);
+            arrive(r, r->cur_id, r->cur_len, r->cur_off, data, plen);
+            r->cur_off += plen;
             r->epsn++;
             r->nak_sent = 0;
             if (!(bth[8] & 0x80))
@@ -777,22 +926,63 @@ static void responder(const uint8_t *bth, int len, struct in_addr src, int plane
     int p = path_of(qpn, sport);
     if (p >= MAX_PATHS)
         return;
-    if (g != PROBE_G && !place(r, g, plen, now))
-        r->dup++;
+    int now_ack = 0;                 /* a duplicate: the requester must hear at once */
+    if (va != UINT64_MAX) {          /* not a probe */
+        uint64_t g = r->base + (uint64_t)(int64_t)(int32_t)(key - (uint32_t)r->base);
+        if (place(r, g, plen, now)) {
+            arrive(r, (uint32_t)(va >> 32), mlen, (uint32_t)va, data, plen);
+        } else {
+            r->dup++;
+            now_ack = 1;
+        }
+    }
+    uint64_t ooo = r->ooo;
     track(&r->path[p].cum, r->path[p].bits, psn, &r->ooo);
-    uint8_t *q = packet(plane, local, src, sport, cfg.dscp << 2, OP_ACK, qpn, 0,
-                        r->path[p].cum - 1, 0);
+    typeof(r->path[0]) *rp = &r->path[p];
+    rp->ce += (uint32_t)ce;
+    rp->trig = psn;
+    rp->plane = plane;
+    rp->src = src;
+    rp->local = local;
+    rp->sport = sport;
+    /* a gap or a duplicate is acknowledged at once (the requester's SACK); the rest once
+     * this receive batch is done, so a busy path's packets share one ACK */
+    if (now_ack || r->ooo != ooo || (!rp->pending && npending == MAX_PENDING)) {
+        ack_path(r, p, now);
+    } else if (!rp->pending) {
+        pending[npending++] = (struct pending){r, p};
+        rp->pending = 1;
+    }
+}
+
+/* The path's ACK: its cumulative PSN, the SACK bitmap after it, the PSN that asked, the CE
+ * marks since the last ACK, and the responder's fair share of its line rate (in kbit/s). */
+static void ack_path(struct rx *r, int p, int64_t now)
+{
+    typeof(r->path[0]) *rp = &r->path[p];
+    rp->pending = 0;
+    uint8_t *q = packet(rp->plane, rp->local, rp->src, rp->sport, cfg.dscp << 2, OP_ACK, r->qpn,
+                        0, rp->cum - 1, 0);
     q[0] = SYN_ACK;
     put24(q + 1, (uint32_t)r->msgs);
     uint8_t *ext = q + 4;
     memset(ext, 0, 40);
-    put32(ext, r->path[p].cum);
-    put32(ext + 4, psn);
-    ext[8] = (uint8_t)ce;
+    put32(ext, rp->cum);
+    put32(ext + 4, rp->trig);
+    ext[8] = (uint8_t)(rp->ce > 255 ? 255 : rp->ce);
+    rp->ce = 0;
     uint64_t share = cfg.rate_bps * (uint64_t)cfg.planes / (uint64_t)active_senders(now);
     put32(ext + 12, (uint32_t)(share / 1000));
-    memcpy(ext + 16, r->path[p].bits, RING / 8);
+    memcpy(ext + 16, rp->bits, RING / 8);
     finish(ext + 16 + RING / 8);
+}
+
+static void ack_pending(int64_t now)
+{
+    for (int i = 0; i < npending; i++)
+        if (pending[i].r->path[pending[i].path].pending)
+            ack_path(pending[i].r, pending[i].path, now);
+    npending = 0;
 }
 
 /* ---- receive ------------------------------------------------------------------------------ */
@@ -839,8 +1029,10 @@ static void receive(int64_t now)
                 .msg_controllen = sizeof(control[i])};
         }
         int n = recvmmsg(udp_fd, msgs, BATCH, MSG_DONTWAIT, NULL);
-        if (n <= 0)
+        if (n <= 0) {
+            ack_pending(now);
             return;
+        }
         for (int i = 0; i < n; i++) {
             int len = (int)msgs[i].msg_len, tos = 0, plane = 0;
             struct in_addr local = cfg.local[0];
@@ -902,14 +1094,29 @@ static void pauses(int64_t now)
 
 /* ---- the requester's sending ---------------------------------------------------------------- */
 
+/* Whether the workload has more messages: a benchmark's `iterations` of `size` bytes, or as
+ * many as its duration allows; in data mode, whatever the parent still sends. */
+static int more_to_post(struct conn *c, int64_t now)
+{
+    if (cfg.data)
+        return input_open;
+    return cfg.iterations ? c->nmsgs < cfg.iterations
+                          : now < (int64_t)(cfg.start_ns + cfg.duration_ns);
+}
+
 static int may_post(struct conn *c, int64_t now)   /* a new packet may start */
 {
-    if (c->error)
+    if (c->error || c->nxt >= c->base + WINDOW)
         return 0;
-    if (c->total ? c->nxt >= c->total
-                 : now >= (int64_t)(cfg.start_ns + cfg.duration_ns) && c->nxt % ppm == 0)
-        return 0;
-    return c->nxt < c->base + WINDOW;
+    if (c->nxt == c->posted && !cfg.data && more_to_post(c, now))
+        post(c, (uint32_t)cfg.size, NULL);
+    return c->nxt < c->posted;
+}
+
+/* Every message it will have is posted and acknowledged. */
+static int finished(struct conn *c, int64_t now)
+{
+    return !more_to_post(c, now) && c->base >= c->posted;
 }
 
 static void pace(struct conn *c, int len, int64_t now)
@@ -1052,6 +1259,43 @@ static void metaroce_send(struct conn *c, int64_t now)
     }
 }
 
+/* Messages the parent gives (data mode): whole frames become messages of the peer's QP. */
+static void take_input(void)
+{
+    for (;;) {
+        if (in_cap - in_len < 65536) {
+            in_cap = in_cap ? 2 * in_cap : 1 << 20;
+            if (!(in_buf = realloc(in_buf, in_cap)))
+                die("realloc");
+        }
+        ssize_t n = read(DATA_IN, in_buf + in_len, in_cap - in_len);
+        if (n == 0)
+            input_open = 0;
+        if (n <= 0)
+            break;
+        in_len += (size_t)n;
+    }
+    size_t at = 0;
+    while (in_len - at >= 8) {
+        uint32_t peer = get32(in_buf + at), len = get32(in_buf + at + 4);
+        if (in_len - at - 8 < len)
+            break;
+        if (peer >= (uint32_t)nconns) {
+            fprintf(stderr, ENGINE_NAME ": data for peer %u of %d\n", peer, nconns);
+            exit(2);
+        }
+        uint8_t *data = len ? malloc(len) : NULL;
+        if (len && !data)
+            die("malloc");
+        if (len)
+            memcpy(data, in_buf + at + 8, len);
+        post(conns[peer], len, data);
+        at += 8 + len;
+    }
+    memmove(in_buf, in_buf + at, in_len - at);
+    in_len -= at;
+}
+
 /* ---- set-up, main loop, report -------------------------------------------------------------- */
 
 static int parse_addrs(const char *s, struct in_addr *out, int max, char sep)
@@ -1117,7 +1361,7 @@ static void parse(int argc, char **argv)
             }
         } else if (!strcmp(k, "alpha_us")) cfg.alpha_ns = d * 1000;
         else if (!strcmp(k, "timer_us")) cfg.timer_ns = d * 1000;
-        INT(id); INT(qps); INT(paths); INT(mtu); INT(dscp); INT(cnp_dscp); INT(prio);
+        INT(id); INT(data); INT(data_in); INT(data_out); INT(qps); INT(paths); INT(mtu); INT(dscp); INT(cnp_dscp); INT(prio);
         INT(ack_every); INT(retry); INT(dupthresh); INT(dead_after); INT(hint); INT(fast_stages);
         U64(size); U64(iterations); U64(rate_bps); U64(start_ns);
         MS(duration); MS(deadline); MS(idle); MS(bin); MS(probe);
@@ -1130,9 +1374,10 @@ static void parse(int argc, char **argv)
     }
     if (!cfg.planes || cfg.paths < 1 || cfg.paths > MAX_PATHS || cfg.mtu < 64
         || cfg.mtu > PKT_MAX - 100 || !cfg.size || !cfg.rate_bps || cfg.prio > 7
-        || (cfg.npeers && !cfg.iterations && !cfg.duration_ns)) {
+        || (cfg.npeers && !cfg.data && !cfg.iterations && !cfg.duration_ns)
+        || (cfg.data && cfg.qps != 1)) {
         fprintf(stderr, ENGINE_NAME ": need local=, 1..%d paths, a 64..%d mtu, a size, a rate, "
-                "prio 0..7 and iterations or duration_ms\n", MAX_PATHS, PKT_MAX - 100);
+                "prio 0..7, iterations or duration_ms (or data=1, with one QP a peer)\n", MAX_PATHS, PKT_MAX - 100);
         exit(2);
     }
 }
@@ -1168,7 +1413,6 @@ static void setup(void)
         if (pause_fd[i] < 0 || packet_bind(pause_fd[i], (int)if_nametoindex(cfg.iface[i]), 0x8808) < 0)
             die(cfg.iface[i]);
     }
-    ppm = (cfg.size + (uint64_t)cfg.mtu - 1) / (uint64_t)cfg.mtu;
     for (int peer = 0; peer < cfg.npeers; peer++)
         for (int q = 0; q < cfg.qps; q++) {
             if (nconns == MAX_CONNS)
@@ -1179,7 +1423,6 @@ static void setup(void)
             c->qpn = (uint32_t)cfg.id << 12 | (uint32_t)nconns;
             c->peer = peer;
             c->npaths = cfg.metaroce ? cfg.paths : 1;
-            c->total = cfg.iterations * ppm;
             c->rc = c->rt = (double)cfg.rate_bps;
             c->alpha = 1.0;
             for (int i = 0; i < c->npaths; i++) {
@@ -1279,19 +1522,26 @@ int main(int argc, char **argv)
         c->last_alpha = c->last_timer = c->last_progress = (int64_t)cfg.start_ns;
     }
     int64_t deadline = (int64_t)cfg.start_ns + (int64_t)cfg.deadline_ns;
-    struct pollfd fds[1 + MAX_PLANES];
+    struct pollfd fds[2 + MAX_PLANES];
     int nfds = 0;
     fds[nfds++] = (struct pollfd){.fd = udp_fd, .events = POLLIN};
     for (int i = 0; i < cfg.planes; i++)
         if (pause_fd[i] >= 0)
             fds[nfds++] = (struct pollfd){.fd = pause_fd[i], .events = POLLIN};
+    if (cfg.data) {
+        input_open = 1;
+        fcntl(DATA_IN, F_SETFL, fcntl(DATA_IN, F_GETFL) | O_NONBLOCK);
+        fds[nfds++] = (struct pollfd){.fd = DATA_IN, .events = POLLIN};
+    }
     printf("{\"ready\": true}\n");
     fflush(stdout);
     while (!stop) {
         int64_t now = now_ns();
         receive(now);
         pauses(now);
-        int busy = 0;
+        if (cfg.data && input_open)
+            take_input();
+        int busy = cfg.data && input_open;
         if (now >= (int64_t)cfg.start_ns)
             for (int i = 0; i < nconns; i++) {
                 struct conn *c = conns[i];
@@ -1304,8 +1554,7 @@ int main(int argc, char **argv)
                     metaroce_send(c, now);
                 else
                     roce_send(c, now);
-                if (!c->total && !c->done && now >= (int64_t)(cfg.start_ns + cfg.duration_ns)
-                    && c->base >= c->nxt && c->nxt % ppm == 0) {
+                if (finished(c, now)) {
                     c->done = 1;
                     c->done_at = now;
                 }
@@ -1316,8 +1565,12 @@ int main(int argc, char **argv)
         int64_t quiet = last_rx ? last_rx : (int64_t)cfg.start_ns;
         if (!busy && now >= (int64_t)cfg.start_ns && now - quiet > (int64_t)cfg.idle_ns)
             break;
-        /* wake for the next packet a NIC or a rate allows, or in 100 us for timers */
-        int64_t wake = now + 100000;
+        /* wake for the next packet a NIC or a rate allows, or in 100 us for timers; with
+         * nothing in flight or to send (data mode between messages) only a socket wakes it */
+        int waiting = 0;
+        for (int i = 0; i < nconns && !waiting; i++)
+            waiting = !conns[i]->done && (!cfg.data || conns[i]->base < conns[i]->posted);
+        int64_t wake = now + (waiting || now < (int64_t)cfg.start_ns ? 100000 : 20000000);
         for (int i = 0; i < nconns; i++)
             if (!conns[i]->done && conns[i]->next_send > now && conns[i]->next_send < wake)
                 wake = conns[i]->next_send;
@@ -1327,6 +1580,8 @@ int main(int argc, char **argv)
         if (now < (int64_t)cfg.start_ns && (int64_t)cfg.start_ns < wake)
             wake = (int64_t)cfg.start_ns;
         struct timespec ts = {.tv_sec = (wake - now) / 1000000000, .tv_nsec = (wake - now) % 1000000000};
+        if (cfg.data && !input_open)
+            fds[nfds - 1].fd = -1;           /* its end: nothing more to wait for there */
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
     }
     report();
