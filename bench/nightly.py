@@ -89,6 +89,9 @@ STEPS = [
          "all-reduce over 5 ms, and how long damped routes take to be reused"),
     Step("congestion", [PY, "bench/congestion.py"],
          "incast with and without PFC, cable headroom, congestion spreading, ECN against WRED"),
+    Step("transport", [PY, "bench/transport.py"],
+         "RDMA transports: a loss sweep, paths 10x apart, an 8:1 incast with DCQCN and "
+         "without PFC, a gray-failed plane, one engine's packets/s"),
     Step("scale", [PY, "bench/scale.py"],
          "FPF labs of growing size: cost per node, growth exponents, the largest that converges"),
 ]

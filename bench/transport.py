@@ -1,6 +1,8 @@
 """RDMA transports (fl-rdma), every figure from one run: a loss sweep for both transports,
 resent against lost, paths ten times apart in delay, an 8:1 incast side by side (RoCEv2 with
-DCQCN over PFC, MetaRoCE-style without PFC), a gray-failed plane, and one engine's speed.
+DCQCN over PFC, MetaRoCE-style without PFC), a gray-failed plane, one engine's speed; then on
+fpf-mini (deployed here) a plane down mid-transfer, and `labctl validate`'s collectives over
+TCP and over the C transport against each run's own point-to-point bandwidth.
 
 Losses are the links' (fl-impair counts them), drops and marks the switch's (fl-port), and
 each is printed beside the transport's own count. Goodput is printed absolute and against
@@ -14,12 +16,19 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from harness.deploy.lab import deploy, destroy_lab
+from harness.faults import Faults
 from harness.nodes.rdma.engine import Settings
 from harness.testing.multipath import SENDER, planes
 from harness.testing.transport import DELAY_US, NIC_BPS, incast_run, loss
 from harness.topology.plan import Impairment
+from harness.traffic.rdma import rdma
+from harness.validation.profile import Profile
+from harness.validation.run import validate
 
 LOSSES = (0.0, 0.1, 1.0, 5.0)
+FPF_LAB = "bench-transport"
+FPF_NIC_BPS = 10_000_000
 TRANSPORTS = ("metaroce", "roce")
 
 
@@ -98,8 +107,49 @@ def speed(directory: Path) -> None:
         run = fabric.rdma(Settings(iterations=4000, size=16384, paths=4, rate_bps=10 ** 10))
     flow = run.flows[0]
     pps = flow.requester.sent / flow.requester.seconds
-    print(f"one engine, unpaced over two bare veths: {pps:,.0f} data packets/s sent (and as "
-          f"many acknowledgements taken), {flow.goodput_bps() / 1e9:.2f} Gbit/s of 1 KiB packets")
+    print(f"one engine, unpaced over two bare veths: {pps:,.0f} data packets/s sent (its peer "
+          f"acknowledging each receive batch), {flow.goodput_bps() / 1e9:.2f} Gbit/s of 1 KiB "
+          f"packets")
+
+
+def fpf() -> None:
+    destroy_lab(FPF_LAB)
+    lab = deploy("topologies/fpf-mini.yml", name=FPF_LAB, timeout=300)
+    try:
+        faults = Faults(lab)
+        fault_s = 1.0
+        try:
+            run = rdma(lab, [("host1", "host3")],
+                       Settings(iterations=0, duration_ms=2500, paths=8, rate_bps=FPF_NIC_BPS),
+                       actions=[(fault_s, lambda: faults.plane_down(3))])
+        finally:
+            faults.undo_all()
+        flow = run.flows[0]
+        rates = run.rates_bps(flow, 5, completed=True)
+        at = int(fault_s / run.bin_s)
+        before = sum(rates[30:at - 5]) / len(rates[30:at - 5])
+        # the first 50 ms window starting after the fault that completes 7/8 x 90% of before
+        back = next((i - at for i in range(at + 1, len(rates))
+                     if rates[i] >= 7 / 8 * 0.9 * before), None)
+        print(f"fpf-mini, host1 -> host3 over 8 planes at {FPF_NIC_BPS / 1e6:.0f} Mbit/s each, "
+              f"plane 3 down at {fault_s:.1f} s: {before / 1e6:.1f} Mbit/s completed before; "
+              f"a 50 ms window completes 7/8 x 90% of it again from "
+              f"{'never' if back is None else f'{back * run.bin_s * 1000:.0f} ms'} after the "
+              f"fault; the application saw {'an error' if flow.requester.error else 'no error'}"
+              f"; plane 3's path abandoned after "
+              f"{[p.abandon_timeouts for p in flow.requester.paths if p.abandoned_ns]} timeouts")
+        profile = Profile(tiers=[2, "all"], sizes=[1 << 20], iterations=3,
+                          collectives=["all_reduce:ring"],
+                          p2p={"pairs": 4, "pings": 20, "stream": 8 << 20})
+        for transport in (None, "metaroce", "roce"):
+            result = validate(lab, profile, transport)
+            for row in result.rows:
+                print(f"  validate over {result.transport}: all_reduce:ring at 1 MiB on "
+                      f"{row.hosts} hosts, busbw {row.busbw_GBps:.4f} GB/s = "
+                      f"{row.busbw_GBps / result.p2p_GBps:.2f} of the run's point to point "
+                      f"({result.p2p_GBps:.3f} GB/s); results {'right' if row.ok else 'WRONG'}")
+    finally:
+        lab.destroy()
 
 
 def main() -> None:
@@ -109,6 +159,7 @@ def main() -> None:
     incasts(directory)
     gray(directory)
     speed(directory)
+    fpf()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from harness.core.build import REPO, built
 from harness.links.impair.engine import ENGINE as IMPAIR_ENGINE
 from harness.nodes.bfd.offload import ENGINE as BFD_ENGINE
 from harness.nodes.port.engine import ENGINE as PORT_ENGINE
+from harness.nodes.rdma.engine import ENGINE as RDMA_ENGINE
 from harness.nodes.switch.sai.srv6_engine import ENGINE as SRV6_ENGINE
 from harness.runtime.images import IMAGES, REPOSITORY, source_hash
 from harness.spray.probe import ENGINE as PROBE_ENGINE
@@ -97,7 +98,8 @@ def project_layer(context: Path) -> None:
     shutil.copytree(Path(pyroute2.__file__).parent, lib / "pyroute2",
                     ignore=shutil.ignore_patterns("__pycache__"))
     bin_dir.mkdir()
-    for engine in (IMPAIR_ENGINE, BFD_ENGINE, PROBE_ENGINE, SRV6_ENGINE, PORT_ENGINE):
+    for engine in (IMPAIR_ENGINE, BFD_ENGINE, PROBE_ENGINE, SRV6_ENGINE, PORT_ENGINE,
+                   RDMA_ENGINE):
         shutil.copy2(built(engine), bin_dir / engine)
     shutil.copy2(REPO / "images" / "Dockerfile", context / "Dockerfile")
 

@@ -62,10 +62,10 @@ class Row:
 class Validation:
     lab: str
     tiers: dict[str, list[str]]
-    transport: str = "tcp"
     pairs: list[Pair] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    transport: str = "tcp"  # what carried the payloads: TCP sockets, or roce / metaroce
 
     @property
     def p2p_GBps(self) -> float:
@@ -164,7 +164,7 @@ def point_to_point(lab: LabContext, profile: Profile, order: Sequence[str],
     hosts = list(dict.fromkeys(h for pair in pairs for h in pair))
     results = run_ranks(lab, hosts, {"pairs": pairs, "pings": profile.p2p.pings,
                                      "stream_bytes": profile.p2p.stream, "tests": []},
-                        profile.timeout_s, transport)
+                        profile.timeout_s, transport=transport)
     measured = []
     for result in results.values():
         for p in result["p2p"]:
@@ -181,7 +181,7 @@ def collectives(lab: LabContext, profile: Profile, tier: str, hosts: Sequence[st
     tests = [{"collective": c, "size": size, "iterations": profile.iterations}
              for c in profile.collectives for size in profile.sizes]
     results = run_ranks(lab, hosts, {"pairs": [], "tests": tests}, profile.timeout_s,
-                        transport)
+                        transport=transport)
     rows, n = [], len(hosts)
     for index, test in enumerate(results[hosts[0]]["tests"]):
         per_rank = [results[h]["tests"][index] for h in hosts]
@@ -201,7 +201,7 @@ def validate(lab: LabContext, profile: Profile, transport: str | None = None) ->
         raise LabError(f"lab {lab.plan.name} has {len(order)} host(s) with an IPv4 loopback; "
                        "validation needs 2 or more")
     chosen, notes = tiers(profile, order)
-    result = Validation(lab.plan.name, chosen, transport or "tcp", notes=notes)
+    result = Validation(lab.plan.name, chosen, notes=notes, transport=transport or "tcp")
     result.pairs = point_to_point(lab, profile, order, transport)
     for tier, hosts in chosen.items():
         result.rows += collectives(lab, profile, tier, hosts, transport)

@@ -121,7 +121,8 @@ def test_collectives_turn_the_ranks_times_into_nccl_tests_figures(
               "all_gather:ring": 0.75, "reduce_scatter:ring": 0.75, "all_to_all": 0.75}
     asked = []
 
-    def ranks(lab: object, ran_on: list[str], spec: dict, timeout: float) -> dict:
+    def ranks(lab: object, ran_on: list[str], spec: dict, timeout: float,
+              transport: str | None = None) -> dict:
         asked.append((ran_on, spec))
         return {h: {"tests": [{"collective": t["collective"], "size": t["size"],
                                "seconds": seconds[h], "ok": h != "h2" or t["collective"]
