@@ -21,7 +21,7 @@ from harness.cli.lifecycle import require_root
 from harness.core.errors import LabError
 from harness.nodes.rdma.engine import TRANSPORTS, Settings
 from harness.topology.units import parse_bytes, parse_duration_us, parse_rate_bps
-from harness.traffic.rdma import Run, lab_rate_bps, rdma
+from harness.traffic.rdma import Run, hosts_of, lab_rate_bps, rdma
 
 out = make_console()
 
@@ -80,7 +80,7 @@ def rdma_command(args: argparse.Namespace) -> int:
         args.name, args.src, args.dst = None, args.name, args.src
     lab = open_lab(args.name, args.topology)
     pairs = pairs_of(args.src, args.dst, args.all_to_all)
-    hosts = list(dict.fromkeys(h for pair in pairs for h in pair))
+    hosts = hosts_of(lab, pairs)
     settings = Settings(transport=args.transport, size=args.size,
                         iterations=0 if args.duration else args.iterations,
                         duration_ms=(args.duration or 0) // 1000, qps=args.qps,

@@ -212,14 +212,20 @@ def lab_rate_bps(lab: LabContext, hosts: list[str]) -> int | None:
     return min(rates) if rates else None
 
 
-def rdma(lab: LabContext, pairs: list[tuple[str, str]], settings: Settings,
-         actions: list[Action] | None = None) -> Run:
-    """The run between lab hosts (each engine runs inside its node)."""
+def hosts_of(lab: LabContext, pairs: list[tuple[str, str]]) -> list[str]:
+    """The hosts of `pairs`, each one of the lab's nodes (or an error naming its hosts)."""
     hosts = list(dict.fromkeys(h for pair in pairs for h in pair))
     for h in hosts:
         if h not in lab.node_names:
             raise LabError(f"no node {h!r} in lab {lab.plan.name}; its hosts: "
                            + ", ".join(n.name for n in lab.plan.nodes if n.kind == "host"))
+    return hosts
+
+
+def rdma(lab: LabContext, pairs: list[tuple[str, str]], settings: Settings,
+         actions: list[Action] | None = None) -> Run:
+    """The run between lab hosts (each engine runs inside its node)."""
+    hosts = hosts_of(lab, pairs)
     nics = {h: lab_nic(lab, h, i + 1) for i, h in enumerate(hosts)}
     return run(lambda node, argv, **kw: lab.node(node).popen(argv, **kw),
                lab.runtime.program(ENGINE), nics, pairs, settings, actions)

@@ -217,3 +217,20 @@ def test_validate_runs_its_collectives_as_rdma_writes_over_every_plane(lab, tmp_
     ring = next(r for r in found["collectives"]
                 if r["tier"] == "2" and r["collective"] == "all_reduce:ring")
     assert ring["busbw_GBps"] >= 0.25 * found["p2p_GBps"], (ring, found["p2p_GBps"])
+
+
+def test_labctl_rdma_runs_an_incast_and_all_to_all_with_perftests_columns(lab):
+    out = labctl("rdma", lab.plan.name, "host1,host2,host4", "host3", "--transport", "roce",
+                 "-n", "20", "--size", "16KiB", "--rate", "10mbit", "--json")
+    assert out.returncode == 0, out
+    found = json.loads(out.stdout)
+    assert [(f["src"], f["dst"]) for f in found["flows"]] == \
+        [("host1", "host3"), ("host2", "host3"), ("host4", "host3")]
+    assert found["perftest"]["#iterations"] == 60 and found["perftest"]["#bytes"] == 16384
+    assert found["counters"]["errors"] == 0 and found["counters"]["sent"] >= 60 * 16
+    out = labctl("rdma", lab.plan.name, "host1,host2,host3", "--all-to-all", "-n", "10",
+                 "--rate", "10mbit", "--json")
+    assert out.returncode == 0, out
+    assert len(json.loads(out.stdout)["flows"]) == 6
+    out = labctl("rdma", lab.plan.name, "host1", "host9")
+    assert out.returncode != 0 and "no node 'host9'" in out.stderr
