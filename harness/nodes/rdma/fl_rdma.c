@@ -107,7 +107,7 @@ struct path {                  /* requester side of one path (metaroce) or of th
     struct slot ring[RING];
     double cwnd;
     int inflight, timeouts_in_row, dead;
-    int64_t srtt, rttvar, rto, last_cut, next_probe;
+    int64_t srtt, rttvar, rto, last_cut, next_probe, last_timeout;
     int64_t rack;               /* the latest send time of a packet acknowledged */
     int64_t abandoned;          /* when it was first given up (0: never) */
     int abandon_timeouts;       /* the timeouts in a row that gave it up */
@@ -1172,21 +1172,30 @@ static void roce_send(struct conn *c, int64_t now)
         ;
 }
 
+/* A path's timer runs from its oldest packet out, and from its last timeout. A timeout
+ * resends only that oldest packet (what the stall was, or the first of a tail's losses):
+ * once it is acknowledged, RACK finds the others a real loss took; if the stall was the
+ * responder's (a scheduler's), one packet arrives twice, not the window. */
 static void path_timeout(struct conn *c, struct path *p, int64_t now)
 {
     if (!p->inflight)
         return;
-    int64_t oldest = now;
-    for (uint32_t psn = p->una; psn != p->nxt; psn++)
-        if (p->ring[psn % RING].state == SLOT_OUT && p->ring[psn % RING].sent < oldest)
-            oldest = p->ring[psn % RING].sent;
-    if (now - oldest < p->rto)
+    struct slot *oldest = NULL;
+    uint32_t oldest_psn = 0;
+    for (uint32_t psn = p->una; psn != p->nxt; psn++) {
+        struct slot *s = &p->ring[psn % RING];
+        if (s->state == SLOT_OUT && (!oldest || s->sent < oldest->sent)) {
+            oldest = s;
+            oldest_psn = psn;
+        }
+    }
+    int64_t from = oldest->sent > p->last_timeout ? oldest->sent : p->last_timeout;
+    if (now - from < p->rto)
         return;
     p->timeouts++;
     c->timeouts++;
-    for (uint32_t psn = p->una; psn != p->nxt; psn++)
-        if (p->ring[psn % RING].state == SLOT_OUT)
-            lose(p, &p->ring[psn % RING], psn);
+    p->last_timeout = now;
+    lose(p, oldest, oldest_psn);
     p->cwnd = 1;
     /* no backoff while the path may still be judged: dead_after timeouts of its RTT decide
      * it; an abandoned path's probes are paced by probe_ms instead. The last live path is
