@@ -53,7 +53,7 @@ class Settings:
     cnp_dscp: int = 48  # CNPs' DSCP, as NICs send them
     timeout_us: int = RC_ACK_TIMEOUT_US  # roce: the ACK timeout
     retry: int = 7  # roce: timeouts in a row before the QP fails
-    ack_every: int = 8  # roce: ack request every N packets (and on a message's last)
+    ack_every: int = 8  # ask for an ACK every N packets (and on a message's last)
     rto_min_us: int = 5_000  # metaroce: a path's least timeout
     rto_init_us: int = 100_000  # metaroce: a path's timeout before its first RTT sample
     dupthresh: int = 3  # metaroce: later packets acknowledged before one counts as lost

@@ -5,9 +5,12 @@
  * is RoCEv2 on the wire: IPv4, UDP to port 4791 (the source port is the path's entropy),
  * the base transport header (opcode, destination QP, ack request, PSN), RETH on writes, AETH
  * on acknowledgements, CNPs as RoCEv2 defines them, and the invariant CRC, so scapy and
- * Wireshark dissect captures. It sends through a raw IP socket (the node's routes and plane
- * NICs carry each packet) and receives on a UDP socket bound to 4791 with each packet's TOS
- * (the ECN bits a switch's WRED set).
+ * Wireshark dissect captures. A write's RETH names the message (VA: its id and the offset in
+ * it, the DMA length: its length); the rkey field carries the packet's index in the QP's
+ * stream (this responder has no memory keys). It sends through one raw IP socket per plane
+ * (the node's routes carry each packet; a plane's fwmark, where given, steers it to that
+ * plane) and receives on a UDP socket bound to 4791 with each packet's TOS (the ECN bits a
+ * switch's WRED set) and the NIC it came in on, which it answers on.
  *
  * Two transports (transport=):
  * - roce: RC as NICs run it. One path per QP. RDMA WRITE First/Middle/Last; the responder
@@ -19,24 +22,28 @@
  *   sprays over `paths` paths, each one UDP source port (ECMP and the planes spread them),
  *   each with its own PSN space, window and RTT estimate. Every write carries its own RETH,
  *   so the responder places a packet by its offset in whatever order it comes. The responder
- *   acknowledges each packet with its path's cumulative PSN and a 256-packet SACK bitmap,
- *   the packet's ECN mark, and its fair share of its own line rate (line rate / connections
- *   sending to it) as a hint. The requester resends only what a path lost (three later
- *   packets acknowledged past it, or the path's timeout) on that same path; a path with
- *   `dead_after` timeouts in a row is abandoned and what it held goes to the others, and it
- *   is probed until it answers again. Congestion control is AIMD per path on ECN echoes,
- *   plus the responder's hint as a cap on the connection's rate.
+ *   acknowledges a receive batch once, and a gap or a duplicate at once, with the path's
+ *   cumulative PSN and a 256-packet SACK bitmap, the CE marks since its last ACK, and its
+ *   fair share of its own line rate (line rate / connections sending to it) as a hint. The
+ *   requester resends only what a path lost, on that same path: three later packets
+ *   acknowledged past it, a packet sent a quarter RTT after it acknowledged (RACK), or the
+ *   path's timeout (its oldest packet). A path with `dead_after` timeouts in a row is
+ *   abandoned, what it held goes to the others, and data-free probes try it until it answers
+ *   again. Congestion control is AIMD per path on ECN echoes, plus the responder's hint as a
+ *   cap on the connection's rate.
  *
  * Each plane NIC serialises at rate_bps (frame, preamble, FCS and gap) and honours 802.1Qbb
  * PAUSE for the data priority, as a NIC's MAC does; the time it stayed paused is counted.
  *
  * DCQCN's parameters are the published ones (Zhu et al., SIGCOMM 2015) at their reference
- * rate dcqcn_ref_bps; a lab's NIC is far slower, so its times scale by ref/rate and its rate
+ * rate ref_bps; a lab's NIC is far slower, so its times scale by ref/rate and its rate
  * steps by rate/ref: the dynamics in packets are the paper's.
  *
- *   fl-rdma key=value ...   (see harness/nodes/rdma/engine.py for the keys)
- * It runs until its own messages are acknowledged and nothing came for idle_ms (or until
- * deadline_ms), then prints one JSON object with every counter and timeline.
+ *   fl-rdma key=value ...   (harness/nodes/rdma/engine.py names the keys)
+ * A benchmark (iterations= or duration_ms=) runs until its messages are acknowledged and
+ * nothing came for idle_ms (or until deadline_ms), then prints one JSON object with every
+ * counter and timeline. Data mode (data=1 data_in=FD data_out=FD) sends what its parent
+ * writes and hands back what arrives (harness/traffic/rdma_mesh.py), until data_in ends.
  */
 #define _GNU_SOURCE
 #define ENGINE_NAME "fl-rdma"
@@ -176,6 +183,7 @@ static int64_t t0, last_rx;
 static uint8_t *in_buf;
 static size_t in_len, in_cap;
 static int input_open;
+static int pause_ready = 1, data_ready = 1;   /* their sockets had something at the last poll */
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -1512,6 +1520,47 @@ static void report(void)
     fflush(stdout);
 }
 
+/* When something is due that no socket announces: a paced packet, a NIC's next slot or the
+ * end of its pause, a path's or a QP's timeout, a probe, the start. Sockets wake it for the
+ * rest (an ACK, a write, a PAUSE, the parent's data), so an engine waiting on its peers
+ * sleeps instead of polling. */
+static int64_t next_event(int64_t now)
+{
+    int64_t t = now + 20000000;
+#define SOONER(x) do { int64_t at_ = (x); if (at_ > now && at_ < t) t = at_; } while (0)
+    if (now < (int64_t)cfg.start_ns)
+        SOONER((int64_t)cfg.start_ns);
+    for (int i = 0; i < cfg.planes; i++) {
+        SOONER(nic_next[i]);
+        SOONER(paused_until[i]);
+    }
+    for (int i = 0; i < nconns; i++) {
+        struct conn *c = conns[i];
+        if (c->done || c->error)
+            continue;
+        if (!cfg.data || c->nxt < c->posted)
+            SOONER(c->next_send);
+        if (!cfg.metaroce) {
+            if (c->una_g < c->nxt)
+                SOONER(c->last_progress + (int64_t)cfg.timeout_ns + 1);
+            continue;
+        }
+        for (int k = 0; k < c->npaths; k++) {
+            struct path *p = &c->path[k];
+            if (p->dead)
+                SOONER(p->next_probe);
+            int64_t oldest = INT64_MAX;
+            for (uint32_t psn = p->una; p->inflight && psn != p->nxt; psn++)
+                if (p->ring[psn % RING].state == SLOT_OUT && p->ring[psn % RING].sent < oldest)
+                    oldest = p->ring[psn % RING].sent;
+            if (oldest != INT64_MAX)
+                SOONER((oldest > p->last_timeout ? oldest : p->last_timeout) + p->rto + 1);
+        }
+    }
+#undef SOONER
+    return t;
+}
+
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
@@ -1547,8 +1596,9 @@ int main(int argc, char **argv)
     while (!stop) {
         int64_t now = now_ns();
         receive(now);
-        pauses(now);
-        if (cfg.data && input_open)
+        if (pause_ready)
+            pauses(now);
+        if (cfg.data && input_open && data_ready)
             take_input();
         int busy = cfg.data && input_open;
         if (now >= (int64_t)cfg.start_ns)
@@ -1574,24 +1624,19 @@ int main(int argc, char **argv)
         int64_t quiet = last_rx ? last_rx : (int64_t)cfg.start_ns;
         if (!busy && now >= (int64_t)cfg.start_ns && now - quiet > (int64_t)cfg.idle_ns)
             break;
-        /* wake for the next packet a NIC or a rate allows, or in 100 us for timers; with
-         * nothing in flight or to send (data mode between messages) only a socket wakes it */
-        int waiting = 0;
-        for (int i = 0; i < nconns && !waiting; i++)
-            waiting = !conns[i]->done && (!cfg.data || conns[i]->base < conns[i]->posted);
-        int64_t wake = now + (waiting || now < (int64_t)cfg.start_ns ? 100000 : 20000000);
-        for (int i = 0; i < nconns; i++)
-            if (!conns[i]->done && conns[i]->next_send > now && conns[i]->next_send < wake)
-                wake = conns[i]->next_send;
-        for (int i = 0; i < cfg.planes; i++)
-            if (nic_next[i] > now && nic_next[i] < wake)
-                wake = nic_next[i];
-        if (now < (int64_t)cfg.start_ns && (int64_t)cfg.start_ns < wake)
-            wake = (int64_t)cfg.start_ns;
+        int64_t wake = next_event(now);
         struct timespec ts = {.tv_sec = (wake - now) / 1000000000, .tv_nsec = (wake - now) % 1000000000};
         if (cfg.data && !input_open)
             fds[nfds - 1].fd = -1;           /* its end: nothing more to wait for there */
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
+        pause_ready = data_ready = 0;
+        for (int i = 1; i < nfds; i++) {
+            int ready = (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+            if (cfg.data && i == nfds - 1)
+                data_ready = ready;
+            else
+                pause_ready |= ready;
+        }
     }
     report();
     return 0;
