@@ -331,17 +331,24 @@ static int path_of(uint32_t qpn, uint16_t sport)
 
 /* ---- sending ---------------------------------------------------------------------------- */
 
-static struct mmsghdr out_msgs[BATCH];
-static struct iovec out_iov[BATCH];
-static struct sockaddr_in out_to[BATCH];
-static uint8_t out_buf[BATCH][PKT_MAX];
-static int nout, out_plane;
+/* A batch of packets per plane, each sent by that plane's socket: the multipath transport
+ * alternates planes packet by packet, and one sendmmsg per plane per loop keeps a system call
+ * from every packet. */
+static struct out {
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    struct sockaddr_in to[BATCH];
+    uint8_t buf[BATCH][PKT_MAX];
+    int n;
+} outq[MAX_PLANES];
+static int cur;             /* the plane of the packet being built */
 
-static void flush(void)
+static void flush_plane(int plane)
 {
+    struct out *o = &outq[plane];
     int done = 0;
-    while (done < nout) {
-        int n = sendmmsg(raw_fd[out_plane], out_msgs + done, nout - done, 0);
+    while (done < o->n) {
+        int n = sendmmsg(raw_fd[plane], o->msgs + done, (unsigned)(o->n - done), 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -349,19 +356,26 @@ static void flush(void)
         }
         done += n;
     }
-    nout = 0;
+    o->n = 0;
 }
 
-/* Build IPv4/UDP/BTH in the next batch slot, to leave by `plane`'s socket (its fwmark
- * steers it to that plane where routes alone would spray); returns where the BTH's payload
- * starts. */
+static void flush(void)
+{
+    for (int i = 0; i < cfg.planes; i++)
+        if (outq[i].n)
+            flush_plane(i);
+}
+
+/* Build IPv4/UDP/BTH in the next slot of `plane`'s batch, to leave by that plane's socket
+ * (its fwmark steers it to that plane where routes alone would spray); returns where the
+ * BTH's payload starts. */
 static uint8_t *packet(int plane, struct in_addr src, struct in_addr dst, uint16_t sport,
                        int tos, uint8_t opcode, uint32_t qpn, int ackreq, uint32_t psn, int becn)
 {
-    if (nout == BATCH || (nout && plane != out_plane))
-        flush();
-    out_plane = plane;
-    uint8_t *p = out_buf[nout];
+    if (outq[plane].n == BATCH)
+        flush_plane(plane);
+    cur = plane;
+    uint8_t *p = outq[plane].buf[outq[plane].n];
     memset(p, 0, 40);
     p[0] = 0x45;
     p[1] = (uint8_t)tos;
@@ -385,19 +399,21 @@ static uint8_t *packet(int plane, struct in_addr src, struct in_addr dst, uint16
 /* Close the packet whose payload ends at `end`: lengths, checksum, ICRC; queue it. */
 static int finish(uint8_t *end)
 {
-    uint8_t *p = out_buf[nout];
+    struct out *o = &outq[cur];
+    int i = o->n;
+    uint8_t *p = o->buf[i];
     int len = (int)(end - p) + 4;
     put16(p + 2, (uint32_t)len);
     put16(p + 24, (uint32_t)(len - 20));
     put16(p + 10, ip_checksum(p, 20));
     uint32_t crc = icrc(p, (size_t)(len - 4));
     end[0] = crc; end[1] = crc >> 8; end[2] = crc >> 16; end[3] = crc >> 24;
-    out_iov[nout] = (struct iovec){p, (size_t)len};
-    out_to[nout] = (struct sockaddr_in){.sin_family = AF_INET};
-    memcpy(&out_to[nout].sin_addr, p + 16, 4);
-    out_msgs[nout].msg_hdr = (struct msghdr){.msg_name = &out_to[nout],
-        .msg_namelen = sizeof(out_to[nout]), .msg_iov = &out_iov[nout], .msg_iovlen = 1};
-    nout++;
+    o->iov[i] = (struct iovec){p, (size_t)len};
+    o->to[i] = (struct sockaddr_in){.sin_family = AF_INET};
+    memcpy(&o->to[i].sin_addr, p + 16, 4);
+    o->msgs[i].msg_hdr = (struct msghdr){.msg_name = &o->to[i], .msg_namelen = sizeof(o->to[i]),
+                                         .msg_iov = &o->iov[i], .msg_iovlen = 1};
+    o->n++;
     return len;
 }
 
