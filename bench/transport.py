@@ -87,7 +87,8 @@ def gray(directory: Path) -> None:
     with planes(directory / "gray", [Impairment(delay_us=500)] * 4) as fabric:
         run = fabric.rdma(
             Settings(iterations=0, duration_ms=3000, paths=8, rate_bps=NIC_BPS // 2),
-            actions=[(fault_s, lambda: fabric.impair(2, Impairment(delay_us=500, loss_pct=100)))])
+            actions=[(fault_s, "plane 2 gray",
+                      lambda: fabric.impair(2, Impairment(delay_us=500, loss_pct=100)))])
     flow = run.flows[0]
     dead = [p for p in flow.requester.paths if p.dead]
     start = run.reports[SENDER].start_ns
@@ -121,7 +122,7 @@ def fpf() -> None:
         try:
             run = rdma(lab, [("host1", "host3")],
                        Settings(iterations=0, duration_ms=2500, paths=8, rate_bps=FPF_NIC_BPS),
-                       actions=[(fault_s, lambda: faults.plane_down(3))])
+                       actions=[(fault_s, "plane 3 down", lambda: faults.plane_down(3))])
         finally:
             faults.undo_all()
         flow = run.flows[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -98,7 +98,7 @@ class Planes:
                        tuple(self.address(h, p) for p in planes))
                 for i, h in enumerate(self.ns)}
 
-    def rdma(self, settings: Settings, actions: list[Action] | None = None) -> Run:
+    def rdma(self, settings: Settings, actions: Sequence[Action] = ()) -> Run:
         def popen(host: str, argv: list[str], **kw: object) -> subprocess.Popen:
             return subprocess.Popen(["nsenter", f"--net={self.path(host)}", *argv],
                                     **kw)  # type: ignore[call-overload]

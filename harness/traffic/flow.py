@@ -59,7 +59,7 @@ def run_flow(lab: LabContext, src: str, dst: str, *, rate_pps: float = 2000, cou
         started = sender.stdout.readline().strip()
         if not started.isdigit():
             raise LabError(f"{src}: flow sender did not start (exit {sender.wait(timeout=30)})")
-        marks = _run_actions(actions, int(started))
+        marks = run_actions(actions, int(started))
         if sender.wait(timeout=count / rate_pps + 60) != 0:
             raise LabError(f"{src}: flow sender failed (exit {sender.returncode})")
         time.sleep(DRAIN_S)
@@ -75,7 +75,8 @@ def run_flow(lab: LabContext, src: str, dst: str, *, rate_pps: float = 2000, cou
     return analyse(src, dst, send_ns, arrivals, nic_planes(lab.plan, dst_node), rate_pps, marks)
 
 
-def _run_actions(actions: Sequence[Action], started_ns: int) -> dict[str, int]:
+def run_actions(actions: Sequence[Action], started_ns: int) -> dict[str, int]:
+    """Each action at its offset from `started_ns`; when each ran, by label."""
     marks = {}
     for offset, label, action in sorted(actions, key=lambda a: a[0]):
         delay = started_ns / 1e9 + offset - time.monotonic()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ from harness.nodes.rdma.engine import (
 )
 from harness.spray.nic import nic_planes, sprays
 from harness.spray.ruleset import plane_mark
+from harness.traffic.flow import Action, run_actions
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
@@ -60,12 +61,15 @@ class Run:
     def bin_s(self) -> float:
         return self.settings.bin_ms / 1000
 
-    def goodput_bps(self) -> float:
-        """All flows' acknowledged bytes over the time from the first packet to the last
-        completion."""
+    def seconds(self) -> float:
+        """From the first packet any QP sent to the last completion."""
         first = min(f.requester.first_ns for f in self.flows)
         last = max(f.requester.done_ns for f in self.flows)
-        return sum(f.requester.bytes for f in self.flows) * 8 / max(last - first, 1) * 1e9
+        return max(last - first, 1) / 1e9
+
+    def goodput_bps(self) -> float:
+        """All flows' acknowledged bytes over the run's seconds."""
+        return sum(f.requester.bytes for f in self.flows) * 8 / self.seconds()
 
     def peak_bps(self) -> float:
         width = max(len(f.requester.timeline) for f in self.flows)
@@ -108,11 +112,9 @@ class Run:
 
     def perftest(self) -> dict[str, float]:
         messages = self.total("messages")
-        first = min(f.requester.first_ns for f in self.flows)
-        last = max(f.requester.done_ns for f in self.flows)
         return dict(zip(PERFTEST, (self.settings.size, messages, self.peak_bps() / 1e9,
-                                   self.goodput_bps() / 1e9,
-                                   messages / max(last - first, 1) * 1e9 / 1e6), strict=True))
+                                   self.goodput_bps() / 1e9, messages / self.seconds() / 1e6),
+                        strict=True))
 
     def counters(self) -> dict[str, int]:
         return {"sent": self.total("sent"), "retransmitted": self.total("retransmitted"),
@@ -131,21 +133,8 @@ class Run:
                            "error": f.requester.error} for f in self.flows]}
 
 
-Action = tuple[float, Callable[[], None]]  # (seconds after the start, what to do then)
-
-
-def _act(start_ns: int, actions: list[Action]) -> threading.Thread:
-    def play() -> None:
-        for at, action in sorted(actions, key=lambda a: a[0]):
-            time.sleep(max(0.0, start_ns / 1e9 + at - time.monotonic()))
-            action()
-    thread = threading.Thread(target=play, daemon=True)
-    thread.start()
-    return thread
-
-
 def run(popen: Popen, program: str, nics: dict[str, Nic], pairs: list[tuple[str, str]],
-        settings: Settings, actions: list[Action] | None = None) -> Run:
+        settings: Settings, actions: Sequence[Action] = ()) -> Run:
     """Every host of `pairs` runs one engine (started by `popen` on it); the pairs' flows.
     `actions` run at their times after the common start (a fault mid-transfer)."""
     hosts = list(dict.fromkeys(h for pair in pairs for h in pair))
@@ -154,7 +143,8 @@ def run(popen: Popen, program: str, nics: dict[str, Nic], pairs: list[tuple[str,
     procs = {h: popen(h, argv(program, nics[h], [nics[d] for d in dsts[h]], settings, start),
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for h in hosts}
-    player = _act(start, actions or [])
+    player = threading.Thread(target=run_actions, args=(actions, start), daemon=True)
+    player.start()
     outputs: dict[str, tuple[str, str]] = {}
     try:
         for h, proc in procs.items():
@@ -223,7 +213,7 @@ def hosts_of(lab: LabContext, pairs: list[tuple[str, str]]) -> list[str]:
 
 
 def rdma(lab: LabContext, pairs: list[tuple[str, str]], settings: Settings,
-         actions: list[Action] | None = None) -> Run:
+         actions: Sequence[Action] = ()) -> Run:
     """The run between lab hosts (each engine runs inside its node)."""
     hosts = hosts_of(lab, pairs)
     nics = {h: lab_nic(lab, h, i + 1) for i, h in enumerate(hosts)}

@@ -183,7 +183,7 @@ def test_rdma_uses_every_plane_and_rides_out_a_plane_down(lab, faults):
     run = rdma(lab, [("host1", "host3")],
                Settings(iterations=0, duration_ms=int(end_s * 1000), paths=8,
                         rate_bps=RDMA_NIC_BPS),
-               actions=[(fault_s, lambda: faults.plane_down(3))])
+               actions=[(fault_s, "plane 3 down", lambda: faults.plane_down(3))])
     flow = run.flows[0]
     assert not flow.requester.error
     assert {p.plane for p in flow.requester.paths} == PLANES

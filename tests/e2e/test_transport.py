@@ -90,7 +90,8 @@ def test_a_blackholed_plane_is_abandoned_within_three_timeouts_and_the_rate_hold
     with planes(tmp_path, [Impairment(delay_us=500)] * 4) as fabric:
         run = fabric.rdma(
             Settings(iterations=0, duration_ms=int(end_s * 1000), paths=8, rate_bps=NIC_BPS // 2),
-            actions=[(fault_s, lambda: fabric.impair(2, Impairment(delay_us=500, loss_pct=100)))])
+            actions=[(fault_s, "plane 2 gray",
+                      lambda: fabric.impair(2, Impairment(delay_us=500, loss_pct=100)))])
     flow = run.flows[0]
     assert not flow.requester.error
     gray = [p for p in flow.requester.paths if p.plane == 2]
