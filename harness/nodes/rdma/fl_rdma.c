@@ -115,6 +115,7 @@ struct path {                  /* requester side of one path (metaroce) or of th
     double cwnd;
     int inflight, timeouts_in_row, dead;
     int64_t srtt, rttvar, rto, last_cut, next_probe, last_timeout;
+    int64_t due;                /* when its timer fires, as its last check found (0: idle) */
     int64_t rack;               /* the latest send time of a packet acknowledged */
     int64_t abandoned;          /* when it was first given up (0: never) */
     int abandon_timeouts;       /* the timeouts in a row that gave it up */
@@ -1202,6 +1203,7 @@ static void roce_send(struct conn *c, int64_t now)
  * responder's (a scheduler's), one packet arrives twice, not the window. */
 static void path_timeout(struct conn *c, struct path *p, int64_t now)
 {
+    p->due = 0;
     if (!p->inflight)
         return;
     struct slot *oldest = NULL;
@@ -1214,11 +1216,13 @@ static void path_timeout(struct conn *c, struct path *p, int64_t now)
         }
     }
     int64_t from = oldest->sent > p->last_timeout ? oldest->sent : p->last_timeout;
+    p->due = from + p->rto + 1;
     if (now - from < p->rto)
         return;
     p->timeouts++;
     c->timeouts++;
     p->last_timeout = now;
+    p->due = now + p->rto + 1;
     lose(p, oldest, oldest_psn);
     p->cwnd = 1;
     /* no backoff while the path may still be judged: dead_after timeouts of its RTT decide
@@ -1565,12 +1569,12 @@ static int64_t next_event(int64_t now)
             struct path *p = &c->path[k];
             if (p->dead)
                 SOONER(p->next_probe);
-            int64_t oldest = INT64_MAX;
-            for (uint32_t psn = p->una; p->inflight && psn != p->nxt; psn++)
-                if (p->ring[psn % RING].state == SLOT_OUT && p->ring[psn % RING].sent < oldest)
-                    oldest = p->ring[psn % RING].sent;
-            if (oldest != INT64_MAX)
-                SOONER((oldest > p->last_timeout ? oldest : p->last_timeout) + p->rto + 1);
+            /* as the timer's own check found it this loop: ACKs since only delay it, and a
+             * packet sent since is not the oldest */
+            if (p->inflight && p->due)
+                SOONER(p->due);
+            else if (p->inflight)
+                SOONER(now + p->rto);
         }
     }
 #undef SOONER
