@@ -30,7 +30,8 @@ from harness.topology.units import (
 out = make_console()
 
 
-def _unit(parse: Callable[[str], float]) -> Callable[[str], float]:
+def unit(parse: Callable[[str], float]) -> Callable[[str], float]:
+    """An argparse type from a unit parser: its ValueError becomes argparse's message."""
     def checked(text: str) -> float:
         try:
             return parse(text)
@@ -45,11 +46,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     s = verbs.add_parser("set", help="set the egress impairment of one endpoint, live")
     s.add_argument("target", metavar="[LAB/]NODE:IFACE")
-    s.add_argument("--delay", type=_unit(parse_duration_us), help="one-way delay, e.g. 200us")
-    s.add_argument("--jitter", type=_unit(parse_duration_us), help="uniform +-, e.g. 20us")
-    s.add_argument("--loss", type=_unit(parse_percent), help="e.g. 0.1%%")
-    s.add_argument("--duplicate", type=_unit(parse_percent), help="e.g. 0.1%%")
-    s.add_argument("--rate", type=_unit(parse_rate_bps), help="e.g. 10Gbit")
+    s.add_argument("--delay", type=unit(parse_duration_us), help="one-way delay, e.g. 200us")
+    s.add_argument("--jitter", type=unit(parse_duration_us), help="uniform +-, e.g. 20us")
+    s.add_argument("--loss", type=unit(parse_percent), help="e.g. 0.1%%")
+    s.add_argument("--duplicate", type=unit(parse_percent), help="e.g. 0.1%%")
+    s.add_argument("--rate", type=unit(parse_rate_bps), help="e.g. 10Gbit")
     s.set_defaults(run=set_impairment)
 
     s = verbs.add_parser("show", help="impaired endpoints and the path (netem/userspace) each uses")

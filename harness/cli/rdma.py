@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from dataclasses import replace
 
 from rich.table import Table
@@ -18,21 +17,13 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, open_lab
 from harness.cli.lifecycle import require_root
+from harness.cli.netem import unit
 from harness.core.errors import LabError
 from harness.nodes.rdma.engine import TRANSPORTS, Settings
 from harness.topology.units import parse_bytes, parse_duration_us, parse_rate_bps
 from harness.traffic.rdma import Run, hosts_of, lab_rate_bps, rdma
 
 out = make_console()
-
-
-def _unit(parse: Callable[[str], float]) -> Callable[[str], int]:
-    def checked(text: str) -> int:
-        try:
-            return int(parse(text))
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return checked
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -46,14 +37,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--transport", choices=TRANSPORTS, default="metaroce",
                    help="roce: RC go-back-N with DCQCN, relying on PFC; metaroce: multipath, "
                    "SACK and selective resend, ECN AIMD (default)")
-    p.add_argument("--size", type=_unit(parse_bytes), default=65536, help="message size (64K)")
+    p.add_argument("--size", type=unit(parse_bytes), default=65536, help="message size (64K)")
     p.add_argument("--iterations", "-n", type=int, default=100, help="messages per QP")
-    p.add_argument("--duration", type=_unit(parse_duration_us),
+    p.add_argument("--duration", type=unit(parse_duration_us),
                    help="run this long instead of a number of messages, e.g. 2s")
     p.add_argument("--qps", type=int, default=1, help="QPs per destination")
     p.add_argument("--paths", type=int, default=8, help="metaroce: paths per QP")
     p.add_argument("--mtu", type=int, default=1024, help="RoCE MTU (payload bytes per packet)")
-    p.add_argument("--rate", type=_unit(parse_rate_bps),
+    p.add_argument("--rate", type=unit(parse_rate_bps),
                    help="each NIC's line rate (default: the links' bandwidth, else 100M)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=rdma_command)
@@ -83,7 +74,7 @@ def rdma_command(args: argparse.Namespace) -> int:
     hosts = hosts_of(lab, pairs)
     settings = Settings(transport=args.transport, size=args.size,
                         iterations=0 if args.duration else args.iterations,
-                        duration_ms=(args.duration or 0) // 1000, qps=args.qps,
+                        duration_ms=int((args.duration or 0) // 1000), qps=args.qps,
                         paths=args.paths, mtu=args.mtu)
     rate = args.rate or lab_rate_bps(lab, hosts)
     if rate:
