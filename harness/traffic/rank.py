@@ -38,22 +38,34 @@ def barrier(mesh: EpochMesh, me: str, names: list[str]) -> None:
 
 
 class Channel(Protocol):
-    """One peer's end, over TCP or as RDMA writes: send some bytes, receive some."""
+    """One peer's end, over TCP or as RDMA writes: send some bytes, receive some, or take
+    and discard them (a stream's sink)."""
 
-    def send(self, payload: bytes) -> None: ...
+    def send(self, payload: bytes | memoryview) -> None: ...
 
     def receive(self, size: int) -> bytes: ...
+
+    def drain(self, size: int) -> None: ...
 
 
 class TcpChannel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.buffer = bytearray(STREAM_CHUNK)
 
-    def send(self, payload: bytes) -> None:
+    def send(self, payload: bytes | memoryview) -> None:
         self.sock.sendall(payload)
 
     def receive(self, size: int) -> bytes:
         return read_exactly(self.sock, size)
+
+    def drain(self, size: int) -> None:
+        """Into one reused buffer: the sink keeps nothing, so it copies nothing."""
+        while size:
+            got = self.sock.recv_into(self.buffer, min(size, STREAM_CHUNK))
+            if not got:
+                raise ConnectionError("the streaming peer closed the connection")
+            size -= got
 
 
 class WriteChannel:
@@ -63,14 +75,17 @@ class WriteChannel:
     def __init__(self, mesh: Mesh, peer: str) -> None:
         self.mesh, self.peer, self.pending = mesh, peer, b""
 
-    def send(self, payload: bytes) -> None:
-        self.mesh.exchange({self.peer: payload}, [])
+    def send(self, payload: bytes | memoryview) -> None:
+        self.mesh.exchange({self.peer: bytes(payload)}, [])
 
     def receive(self, size: int) -> bytes:
         while len(self.pending) < size:
             self.pending += self.mesh.exchange({}, [self.peer])[self.peer]
         got, self.pending = self.pending[:size], self.pending[size:]
         return got
+
+    def drain(self, size: int) -> None:
+        self.receive(size)
 
 
 def ping(channel: Channel, count: int) -> list[float]:
@@ -91,20 +106,19 @@ def echo(channel: Channel, count: int) -> None:
 
 def stream(channel: Channel, size: int) -> float:
     """Seconds from the first byte sent to the receiver's word that it has all `size`."""
-    chunk = bytes(STREAM_CHUNK)
+    chunk = memoryview(bytes(STREAM_CHUNK))
     started = time.perf_counter()
     left = size
     while left:
-        channel.send(chunk[:min(left, STREAM_CHUNK)])
-        left -= min(left, STREAM_CHUNK)
+        part = min(left, STREAM_CHUNK)
+        channel.send(chunk[:part])
+        left -= part
     channel.receive(1)
     return time.perf_counter() - started
 
 
 def sink(channel: Channel, size: int) -> None:
-    left = size
-    while left:
-        left -= len(channel.receive(min(left, STREAM_CHUNK)))
+    channel.drain(size)
     channel.send(b"\1")
 
 
@@ -174,6 +188,8 @@ def run(spec: dict[str, Any], me: str) -> dict[str, Any]:
             barrier(mesh, me, names)
     finally:
         mesh.close()
+        if data and report is None:
+            data.abort()  # a failed rank's engine must not hold the node's port 4791
     return {"name": me, "p2p": p2p, "tests": tests,
             **({"rdma": json.loads(report.splitlines()[-1])} if report else {})}
 

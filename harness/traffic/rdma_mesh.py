@@ -67,6 +67,10 @@ class RdmaMesh:
             raise LabError(f"no RDMA write came from {', '.join(receives)} within "
                            f"{self.timeout:g}s") from None
 
+    def abort(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
     def close(self) -> str:
         """End the engine once everything sent is acknowledged; its JSON report."""
         os.close(self._post)
