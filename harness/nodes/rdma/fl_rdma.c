@@ -139,7 +139,7 @@ struct conn {                  /* a QP: requester state towards one peer */
     uint64_t una_g, sent_hi; int64_t last_progress; int retries;
     /* rate: DCQCN's current and target rate, or the responder's hint */
     double rc, rt, alpha, hint_bps;
-    int64_t next_send, last_alpha, last_timer, last_cnp_seen;
+    int64_t next_send, last_alpha, last_timer;
     double bytes_since; int stage_t, stage_b;
     int64_t first, done_at, min_rtt;
     uint64_t bytes_done, msgs_done, sent, retx, naks, timeouts, cnps, ecn_echoes;
@@ -164,7 +164,7 @@ struct rx {                     /* responder state of one QP */
         uint16_t sport;
     } path[MAX_PATHS];
     int64_t first, last, last_cnp;
-    uint64_t packets, bytes, msgs, dup, ooo, ce, cnps, naks, since_ack;
+    uint64_t packets, bytes, msgs, dup, ooo, ce, cnps, naks;
     uint64_t bins[MAX_BINS];
 };
 
@@ -175,7 +175,7 @@ static int nrx;
 static int raw_fd[MAX_PLANES], udp_fd, pause_fd[MAX_PLANES];
 static int64_t nic_next[MAX_PLANES], paused_until[MAX_PLANES], pause_ns[MAX_PLANES];
 static uint64_t pause_frames[MAX_PLANES];
-static int64_t t0, last_rx;
+static int64_t last_rx;
 /* data mode: messages to send come in on the descriptor data_in (peer index, length, bytes;
  * big-endian u32s) and whole received ones go out on data_out (the sender's host id, length,
  * bytes) */
@@ -659,7 +659,7 @@ static void dcqcn_cnp(struct conn *c, int64_t now)
     if (c->rc < cfg.min_bps / scale())
         c->rc = cfg.min_bps / scale();
     c->alpha = (1 - cfg.g) * c->alpha + cfg.g;
-    c->last_alpha = c->last_timer = c->last_cnp_seen = now;
+    c->last_alpha = c->last_timer = now;   /* a CNP restarts alpha's decay and the increases */
     c->bytes_since = 0;
     c->stage_t = c->stage_b = 0;
 }
@@ -684,8 +684,7 @@ static void dcqcn_timers(struct conn *c, int64_t now)
     double s = scale();
     while (now - c->last_alpha >= (int64_t)(cfg.alpha_ns * s)) {
         c->last_alpha += (int64_t)(cfg.alpha_ns * s);
-        if (c->last_alpha > c->last_cnp_seen)
-            c->alpha *= 1 - cfg.g;
+        c->alpha *= 1 - cfg.g;
     }
     while (now - c->last_timer >= (int64_t)(cfg.timer_ns * s)) {
         c->last_timer += (int64_t)(cfg.timer_ns * s);
@@ -1592,9 +1591,8 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     prctl(PR_SET_TIMERSLACK, 1UL);
-    t0 = now_ns();
     if (!cfg.start_ns)
-        cfg.start_ns = (uint64_t)t0;
+        cfg.start_ns = (uint64_t)now_ns();
     for (int i = 0; i < nconns; i++) {
         struct conn *c = conns[i];
         c->last_alpha = c->last_timer = c->last_progress = (int64_t)cfg.start_ns;
