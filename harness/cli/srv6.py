@@ -74,9 +74,10 @@ def srv6(args: argparse.Namespace) -> int:
                          f"{sid.iface} {sid.nexthop}" if sid.iface else "",
                          _count(live, state["counted"]) if live else "[red]not programmed[/]")
     out.print(sids)
-    policies = Table(title="TE policies: the path in use, and each path's probes and packets")
-    for column in ("policy", "headend", "destination", "path", "SID list", "probes back",
-                   "state", "packets"):
+    policies = Table(title="TE policies: the path in use, how often the policy moved, and each "
+                     "path's probes, downs and packets")
+    for column in ("policy", "headend", "destination", "moves", "path", "SID list",
+                   "probes back", "downs", "state", "packets"):
         policies.add_column(column)
     for policy in lab.plan.srv6.policies:
         state = routers.get(policy.headend, {})
@@ -87,9 +88,11 @@ def srv6(args: argparse.Namespace) -> int:
             listed = state.get("lists", {}).get(path_key(policy, path), {})
             policies.add_row(
                 policy.name if i == 0 else "", policy.headend if i == 0 else "",
-                policy.destination if i == 0 else "", " ".join(path.hops),
+                policy.destination if i == 0 else "",
+                str(te["moves"]) if te and i == 0 else "", " ".join(path.hops),
                 " ".join(path.segments),
                 f"{live['received']}/{live['sent']}" if live else "-",
+                str(live["downs"]) if live else "-",
                 ("[green]in use[/]" if used else "up" if live["up"] else "[red]broken[/]")
                 if live else "[red]no agent answer[/]",
                 _count(listed, state.get("counted", False)) if listed else "-")

@@ -125,6 +125,8 @@ class PolicyPlan(_Plain):
 class Srv6Plan(_Plain):
     probe_interval_us: int
     probe_misses: int
+    probe_up: int
+    hold_down_us: int
     policies: list[PolicyPlan] = []
 
 

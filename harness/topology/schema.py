@@ -317,8 +317,13 @@ class Srv6(_Strict):
     locator_length: int = Field(48, ge=16, le=64)
     probe_interval: DurationUs = Field(10_000.0, description="each policy's path is probed "
                                        "this often by its headend")
-    probe_misses: int = Field(3, ge=1, le=100, description="probes lost in a row that make a "
-                              "path broken")
+    probe_misses: int = Field(3, ge=1, le=100, description="probe intervals in a row with "
+                              "none back that make a path broken")
+    probe_up: int = Field(3, ge=1, le=100, description="probes back in a row (consecutive "
+                          "sequence numbers) that make a broken path usable again")
+    hold_down: DurationUs = Field(500_000.0, description="a path that broke is not used again "
+                                  "before this long after: a flapping path cannot swing its "
+                                  "policy faster")
     policies: list[Srv6Policy] = []
 
 

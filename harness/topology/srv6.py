@@ -73,6 +73,7 @@ def plan_srv6(loaded: LoadedTopology, nodes: dict[str, NodeFields],
         raise TopologyError(problems)
     return Srv6Layout({n: str(loc) for n, loc in locators.items()}, sids, Srv6Plan(
         probe_interval_us=round(spec.probe_interval), probe_misses=spec.probe_misses,
+        probe_up=spec.probe_up, hold_down_us=round(spec.hold_down),
         policies=[p for p in policies if p is not None]))
 
 

@@ -18,7 +18,8 @@ from harness.nodes.switch.sai.status import Status
 from harness.nodes.switch.sai.types import IpPrefix
 
 SOURCE = IPv6Address("fd00:0:0:1::1")
-INTERVAL_US, MISSES = 15_625, 3  # 1/64 s: the fake clock's sums are exact
+INTERVAL_US, MISSES, UP = 15_625, 3, 4  # 1/64 s: the fake clock's sums are exact
+HOLD_DOWN_US = 8 * INTERVAL_US
 
 
 class Clock:
@@ -47,6 +48,16 @@ class Routes:
         del self.pinned[prefix]
 
 
+class Sender:
+    """The raw socket's side TeOrch uses: probes kept, never sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def sendto(self, packet: bytes, _to: tuple[str, int]) -> None:
+        self.sent.append(packet)
+
+
 class Config:
     def __init__(self) -> None:
         self.refs = {"NEXT_HOP|primary": 0x4001, "NEXT_HOP|fallback": 0x4002}
@@ -56,7 +67,7 @@ def document(tmp_path: Path, policies: int = 1) -> Path:
     path = tmp_path / "te-policies.json"
     path.write_text(json.dumps({"source": str(SOURCE), "policies": [
         {"name": f"p{i}", "prefix": f"fd00:100:{i + 2}::/64", "probe_interval_us": INTERVAL_US,
-         "probe_misses": MISSES, "paths": [
+         "probe_misses": MISSES, "probe_up": UP, "hold_down_us": HOLD_DOWN_US, "paths": [
              {"next_hop": "NEXT_HOP|primary", "hops": ["bb1", "bb2", "bb3"],
               "probe": ["fcbb:bbbb:2:1002::", "fcbb:bbbb:3:d6::"]},
              {"next_hop": "NEXT_HOP|fallback", "hops": ["bb1", "bb4", "bb3"],
@@ -76,20 +87,29 @@ def headend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     orch.load(document(tmp_path))
     back, orch.receiver = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     orch.receiver.setblocking(False)
+    orch.sender = Sender()  # type: ignore[assignment]
+    orch.tick()  # the first probes go out
     return orch, routes, clock, back
 
 
-def answer(back: socket.socket, path: int, policy: int = 0, magic: int = te.MAGIC) -> None:
-    back.send(te._PROBE.pack(magic, policy, path, 1, 0))
+def answer(back: socket.socket, path: int, policy: int = 0, magic: int = te.MAGIC,
+           sequence: int = 1) -> None:
+    back.send(te._PROBE.pack(magic, policy, path, sequence, 0))
 
 
 def interval(orch: te.TeOrch, clock: Clock, back: socket.socket, paths: list[int]) -> None:
-    """One probe interval in which the probes of `paths` come back."""
+    """One probe interval in which the last probes of `paths` come back, read by the tick
+    that ends it (the tick reads the socket before it judges)."""
     for path in paths:
-        answer(back, path)
-    orch.receive()
+        answer(back, path, sequence=orch.policies[0].paths[path].sent)
     clock.now += INTERVAL_US / 1e6
     orch.tick()
+
+
+def up_both(orch: te.TeOrch, clock: Clock, back: socket.socket) -> None:
+    for _ in range(UP):
+        interval(orch, clock, back, [0, 1])
+    assert [p.up for p in orch.policies[0].paths] == [True, True]
 
 
 PREFIX = IpPrefix.parse("fd00:100:2::/64")
@@ -128,41 +148,90 @@ def test_loading_steers_to_the_first_path_before_any_probe(headend) -> None:
     assert not any(p.up for p in policy.paths)
 
 
-def test_a_path_is_up_after_misses_probes_in_a_row(headend) -> None:
+def test_a_path_is_up_after_up_probes_in_a_row(headend) -> None:
     orch, _, clock, back = headend
     [policy] = orch.policies
-    for k in range(MISSES):
+    for k in range(UP):
         assert not policy.paths[1].up, f"up after {k} probes back"
         interval(orch, clock, back, [1])
     assert policy.paths[1].up and not policy.paths[0].up
     assert policy.active == 1, "the first path that is up carries the routes"
 
 
-def test_a_silent_path_is_down_after_misses_intervals_and_the_policy_fails_over(
+def test_a_silent_path_is_down_after_misses_ticks_and_returns_after_the_hold_down(
         headend) -> None:
     orch, routes, clock, back = headend
     [policy] = orch.policies
-    for _ in range(MISSES + 1):
-        interval(orch, clock, back, [0, 1])
+    up_both(orch, clock, back)
     assert policy.active == 0 and routes.pinned[PREFIX] == 0x4001
-    # The primary goes silent: its last probe came back one interval before the tick that
-    # follows, so it is judged down at the first tick more than `misses` intervals later.
-    for k in range(MISSES - 1):
+    for k in range(MISSES - 1):  # the primary goes silent
         interval(orch, clock, back, [1])
-        assert policy.active == 0, f"moved {k + 2} intervals after the last probe back"
+        assert policy.active == 0, f"moved after {k + 1} ticks with none back"
     interval(orch, clock, back, [1])
     assert not policy.paths[0].up and policy.active == 1
     assert routes.pinned[PREFIX] == 0x4002 and policy.switches[-1]["why"] == "probes"
-    for _ in range(MISSES):  # and comes back: the policy returns (revertive)
+    down_at = clock.now
+    for _ in range(UP):  # back at once, but held down
         interval(orch, clock, back, [0, 1])
-    assert policy.active == 0 and routes.pinned[PREFIX] == 0x4001
+    assert policy.paths[0].in_a_row == UP and policy.active == 1
+    while clock.now - down_at < HOLD_DOWN_US / 1e6:
+        assert policy.active == 1, "returned inside the hold-down"
+        interval(orch, clock, back, [0, 1])
+    assert policy.active == 0 and routes.pinned[PREFIX] == 0x4001, "revertive after it"
     assert [s["to"] for s in policy.switches] == [0, 1, 0]
+    assert orch.status()[0]["moves"] == 2 and orch.status()[0]["paths"][0]["downs"] == 1
+
+
+def test_a_path_that_answers_every_other_probe_stays_down(headend) -> None:
+    orch, _, clock, back = headend
+    [policy] = orch.policies
+    for k in range(20 * UP):
+        interval(orch, clock, back, [1] if k % 2 else [0, 1])
+    assert not policy.paths[0].up and policy.paths[0].received == 10 * UP
+    assert policy.active == 1
+
+
+def test_a_path_that_is_up_stays_up_through_single_losses(headend) -> None:
+    """Down takes `misses` ticks in a row with none back; isolated losses never add up."""
+    orch, _, clock, back = headend
+    [policy] = orch.policies
+    up_both(orch, clock, back)
+    for k in range(10 * MISSES):
+        interval(orch, clock, back, [1] if k % MISSES == 0 else [0, 1])
+    assert policy.paths[0].up and policy.active == 0 and policy.paths[0].downs == 0
+
+
+def test_a_headend_that_woke_late_reads_its_probes_before_judging(headend) -> None:
+    """Asleep for many intervals: its probes sat in the socket, and only ticks count as
+    misses, so the path is not blamed for the headend's own sleep."""
+    orch, _, clock, back = headend
+    [policy] = orch.policies
+    up_both(orch, clock, back)
+    answer(back, 0, sequence=policy.paths[0].sent)
+    answer(back, 1, sequence=policy.paths[1].sent)
+    clock.now += 10 * MISSES * INTERVAL_US / 1e6
+    orch.tick()
+    assert [p.up for p in policy.paths] == [True, True] and policy.active == 0
+    assert policy.switches[-1]["why"] == "loaded"
+
+
+def test_probes_that_come_back_late_but_in_order_keep_a_path_up(headend) -> None:
+    """A round trip of two intervals under load: each tick still sees one probe back."""
+    orch, _, clock, back = headend
+    [policy] = orch.policies
+    up_both(orch, clock, back)
+    for _ in range(5 * MISSES):
+        answer(back, 0, sequence=policy.paths[0].sent - 1)
+        answer(back, 1, sequence=policy.paths[1].sent)
+        clock.now += INTERVAL_US / 1e6
+        orch.tick()
+    assert policy.paths[0].up and policy.paths[0].downs == 0
 
 
 def test_with_every_path_broken_the_routes_stay_where_they_are(headend) -> None:
     orch, routes, clock, back = headend
     [policy] = orch.policies
-    for _ in range(MISSES + 1):
+    for _ in range(UP):
         interval(orch, clock, back, [1])
     assert policy.active == 1
     for _ in range(2 * MISSES):
@@ -195,7 +264,7 @@ def test_a_refused_pin_keeps_the_policy_on_its_path(headend) -> None:
     orch, routes, clock, back = headend
     [policy] = orch.policies
     routes.refuse = {PREFIX}
-    for _ in range(MISSES + 1):
+    for _ in range(UP):
         interval(orch, clock, back, [1])
     assert policy.paths[1].up and policy.active == 0, "not moved where the switch refused"
     routes.refuse = set()

@@ -170,6 +170,7 @@ def te_policies(plan: LabPlan, node: NodePlan) -> dict[str, Any]:
     return {"source": node.loopback6, "policies": [
         {"name": policy.name, "prefix": policy.destination,
          "probe_interval_us": srv6.probe_interval_us, "probe_misses": srv6.probe_misses,
+         "probe_up": srv6.probe_up, "hold_down_us": srv6.hold_down_us,
          "paths": [{"next_hop": f"NEXT_HOP|{path_key(policy, path)}", "hops": path.hops,
                     "probe": path.probe}
                    for path in filter(None, (policy.path, policy.fallback))]}

@@ -5,8 +5,15 @@ Every interval the agent sends each path a probe: an IPv6 packet from its loopba
 loopback (UDP, PROBE_PORT) that it encapsulates itself, as H.Encaps would, with the path's
 probe SID list. That list is the path's own up to the tail, where End.DT6 hands the inner
 packet back to routing, which brings it home: a probe that returns crossed every link and SID
-of the path (RFC 9087's loopback measurement). A path is broken once nothing came back for
-`misses` intervals, and usable again after `misses` probes in a row returned. The route to the
+of the path (RFC 9087's loopback measurement).
+
+A path is judged at each tick, after the probes waiting in the socket are read (a headend that
+woke late must not blame the path for its own sleep). It is broken after `misses` ticks in a
+row with none of its probes back, and usable again after `up` probes of consecutive sequence
+numbers came back (a path that loses every other probe never gets there) and `hold_down` has
+passed since it broke, so a flapping path cannot swing the policy faster than that. Misses are
+counted in ticks, not in elapsed time: a headend descheduled for several intervals sent no
+probes then, and its probes that were only late come back in the next tick. The route to the
 prefix, and every route zebra has inside it (a campus's hosts' /128s), is pinned by the
 agent's route orchestrator to the chosen path's next hop, which the configuration channel made
 (`te-policies.json` names them by their keys): the policy steers all traffic for its
@@ -17,7 +24,8 @@ The document, as harness/nodes/switch/render.py writes it:
 
     {"source": "fd00:0:0:1::1",
      "policies": [{"name": "v6-c1-to-c2", "prefix": "fd00:100:2::/64",
-                   "probe_interval_us": 10000, "probe_misses": 3,
+                   "probe_interval_us": 10000, "probe_misses": 3, "probe_up": 3,
+                   "hold_down_us": 500000,
                    "paths": [{"next_hop": "NEXT_HOP|v6-c1-to-c2", "hops": ["bb1", "bb2", "bb3"],
                               "probe": ["fcbb:bbbb:2:1002::", "fcbb:bbbb:3:d6::"]}, ...]}]}
 """
@@ -87,9 +95,34 @@ class TePath:
     probe: list[IPv6Address]
     sent: int = 0
     received: int = 0
-    last_back: float = 0.0  # monotonic time the last probe came back
-    in_a_row: int = 0  # probes back in a row
+    last_seq: int = 0  # the sequence number of the last probe back
+    in_a_row: int = 0  # probes of consecutive sequence numbers back
+    back: bool = False  # a probe came back since the last judgement
+    missed: int = 0  # judgements in a row with none back
     up: bool = False
+    down_at: float = float("-inf")  # monotonic time it last broke
+    downs: int = 0
+
+    def judge(self, now: float, misses: int, up: int, hold_down_s: float) -> None:
+        if self.back:
+            self.missed = 0
+        elif self.sent:
+            self.missed += 1
+        self.back = False
+        if self.missed >= misses:
+            self.in_a_row = 0
+            if self.up:
+                self.up, self.down_at, self.downs = False, now, self.downs + 1
+        elif not self.up and self.in_a_row >= up and now - self.down_at >= hold_down_s:
+            self.up = True
+
+    def returned(self, sequence: int) -> None:
+        """A probe of this path came back (ones overtaken by a later one are only counted)."""
+        self.received += 1
+        if sequence <= self.last_seq:
+            return
+        self.in_a_row = self.in_a_row + 1 if sequence == self.last_seq + 1 else 1
+        self.last_seq, self.back = sequence, True
 
 
 @dataclass
@@ -98,6 +131,8 @@ class Policy:
     prefix: IpPrefix
     interval_s: float
     misses: int
+    up: int
+    hold_down_s: float
     paths: list[TePath]
     active: int | None = None  # index of the path the route follows
     switches: list[dict[str, Any]] = field(default_factory=list)  # when and where it moved
@@ -126,6 +161,7 @@ class TeOrch:
         self.policies = [Policy(
             name=p["name"], prefix=IpPrefix.parse(p["prefix"]),
             interval_s=p["probe_interval_us"] / 1e6, misses=p["probe_misses"],
+            up=p["probe_up"], hold_down_s=p["hold_down_us"] / 1e6,
             paths=[TePath(next_hop=q["next_hop"], hops=q["hops"],
                          probe=[IPv6Address(s) for s in q["probe"]]) for q in p["paths"]])
             for p in document["policies"]]
@@ -150,15 +186,15 @@ class TeOrch:
         return receiver
 
     def tick(self) -> None:
-        """Send the probes that are due, judge every path, steer."""
+        """Read the probes back, judge every path, steer, send the next probes."""
         now = time.monotonic()
         if now < self.next_due or self.source is None:
             return
+        if self.receiver is not None:
+            self.receive()
         for i, policy in enumerate(self.policies):
             for j, path in enumerate(policy.paths):
-                if path.last_back and now - path.last_back > policy.misses * policy.interval_s:
-                    path.in_a_row = 0
-                path.up = path.in_a_row >= policy.misses
+                path.judge(now, policy.misses, policy.up, policy.hold_down_s)
                 self._send(i, j, path)
             self._steer(policy, "probes")
         self.next_due = now + min(p.interval_s for p in self.policies)
@@ -174,7 +210,6 @@ class TeOrch:
 
     def receive(self) -> None:
         assert self.receiver is not None
-        now = time.monotonic()
         while True:
             try:
                 data = self.receiver.recv(64)
@@ -182,13 +217,10 @@ class TeOrch:
                 return
             if len(data) != _PROBE.size:
                 continue
-            magic, i, j, _, _ = _PROBE.unpack(data)
+            magic, i, j, sequence, _ = _PROBE.unpack(data)
             if magic != MAGIC or i >= len(self.policies) or j >= len(self.policies[i].paths):
                 continue
-            path = self.policies[i].paths[j]
-            path.received += 1
-            path.in_a_row += 1
-            path.last_back = now
+            self.policies[i].paths[j].returned(sequence)
 
     def cover(self) -> None:
         """Steer the routes zebra brought inside a policy's prefix since the last look."""
@@ -233,6 +265,7 @@ class TeOrch:
         return [{"name": p.name, "prefix": str(p.prefix),
                  "active": p.paths[p.active].hops if p.active is not None else None,
                  "steered": sorted(str(q) for q in p.steered),
-                 "switches": p.switches[-10:],
-                 "paths": [{"hops": q.hops, "up": q.up, "sent": q.sent, "received": q.received}
-                           for q in p.paths]} for p in self.policies]
+                 "switches": p.switches[-10:], "moves": sum(
+                     1 for s in p.switches if s["why"] == "probes"),
+                 "paths": [{"hops": q.hops, "up": q.up, "sent": q.sent, "received": q.received,
+                            "downs": q.downs} for q in p.paths]} for p in self.policies]
