@@ -186,7 +186,8 @@ def test_the_wire_shows_the_policy_on_its_path_then_the_fallback_then_back(
     state = te(lab, name)
     assert state["active"] == plan.path.hops and state["moves"] == moves + 2, state
     on = {way: sequences(seen[ends], address) for way, ends in ways.items()}
-    assert on["chord"] == [], "BGP's shortest path carried policy traffic"
+    assert on["chord"] == [], ("BGP's shortest path carried policy traffic", state, [
+        p.summary() for p in towards(seen[ways["chord"]], address)[:3]])
     order = sorted([(seq, way) for way in ("path", "fallback") for seq in on[way]])
     runs = [way for i, (_, way) in enumerate(order) if i == 0 or order[i - 1][1] != way]
     assert runs == ["path", "fallback", "path"], runs

@@ -19,7 +19,7 @@ from harness.linux.rtnl_messages import (
 from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE
 from harness.nodes.switch.agent.decode import Hop, RouteDelete, RouteUpdate, decode
 from harness.nodes.switch.agent.fpm import FpmError, FpmReader, frame
-from harness.nodes.switch.agent.orch import RouteOrch
+from harness.nodes.switch.agent.orch import NEXT_HOP_ID, RouteOrch
 from harness.nodes.switch.sai.api import SaiSwitch
 from harness.nodes.switch.sai.fake import FakeBackend
 from harness.nodes.switch.sai.status import Status
@@ -190,3 +190,25 @@ def test_warm_replay_writes_nothing_and_sweeps_what_zebra_dropped(orch) -> None:
     assert fresh.sweep_stale() == 1
     assert {api for api, _ in backend.calls} == {"remove"}
     assert set(map(str, fresh.programmed)) == {"10.0.0.4/32", "10.0.0.5/32"}
+
+
+def test_a_claimed_route_is_programmed_pinned_and_never_on_zebras_path(orch) -> None:
+    """A TE policy claims a route zebra brings inside its prefix before it is programmed:
+    one create, with the configured next hop; zebra's later word waits for the unpin."""
+    o, backend = orch
+    _, configured = o.sai.create(T.NEXT_HOP, {
+        "SAI_NEXT_HOP_ATTR_TYPE": "SAI_NEXT_HOP_TYPE_IP", "SAI_NEXT_HOP_ATTR_IP": "10.1.0.3",
+        "SAI_NEXT_HOP_ATTR_ROUTER_INTERFACE_ID": o.rif_by_ifindex[ETH2]})
+    host, other = IpPrefix.parse("10.0.0.4/32"), IpPrefix.parse("10.9.0.4/32")
+
+    def claim(prefix: IpPrefix) -> bool:
+        return prefix == host and o.pin(prefix, {NEXT_HOP_ID: configured}).ok
+
+    o.claim = claim
+    backend.calls.clear()
+    ecmp(o, route("10.0.0.4/32", 1), route("10.9.0.4/32", 1))
+    creates = [ref for api, ref in backend.calls if api == "create" and not isinstance(ref, int)]
+    assert len(creates) == 2 and o.programmed[host] == ("config", configured)
+    assert o.programmed[other][0] == "nh" and o.wanted[host].nh_id == 1
+    o.unpin(host)
+    assert o.programmed[host] == ("nh", ("10.1.0.1", o.rif_by_ifindex[ETH1]))

@@ -281,3 +281,13 @@ def test_reloading_without_a_policy_hands_its_routes_back(headend, tmp_path: Pat
     assert orch.next_due == float("inf")
     orch.load(tmp_path / "missing.json")
     assert orch.policies == [], "no document: no policies"
+
+
+def test_a_route_zebra_brings_is_claimed_onto_the_active_path(headend) -> None:
+    orch, routes, clock, back = headend
+    [policy] = orch.policies
+    for _ in range(UP):
+        interval(orch, clock, back, [1])
+    host = IpPrefix.parse("fd00:100:2::9/128")
+    assert orch.claim(host) and routes.pinned[host] == 0x4002 and host in policy.steered
+    assert not orch.claim(IpPrefix.parse("fd00:100:9::9/128")), "no policy holds it"

@@ -89,6 +89,7 @@ class Agent:
         self.entries: dict[str, Entry] = {}  # the document applied, tried again while it fails
         self.buffers = BufferOrch(self.sai, node_dir)
         self.te = TeOrch(self.config, self.orch)
+        self.orch.claim = self.te.claim
         self.port_names: dict[int, str] = {}
         self.fpm: socket.socket | None = None
         self.reader = FpmReader()

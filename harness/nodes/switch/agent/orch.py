@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,10 @@ class RouteOrch:
     next_hops: dict[NhKey, int] = field(default_factory=dict)
     groups: dict[frozenset, int] = field(default_factory=dict)
     pinned: set[IpPrefix] = field(default_factory=set)  # prefixes the configuration owns
+    # Asked of each new prefix zebra brings before it is programmed: True when the
+    # configuration pinned it now (a TE policy's prefix holds it), so it never takes zebra's
+    # path first, even for a moment.
+    claim: Callable[[IpPrefix], bool] | None = None
     calls_saved: int = 0
     overridden: int = 0  # zebra changes kept back because the configuration owns the prefix
 
@@ -163,6 +167,9 @@ class RouteOrch:
         for prefix, change in changes.items():
             if self.stale:
                 self.stale.discard(prefix)
+            if (self.claim is not None and isinstance(change, RouteUpdate)
+                    and prefix not in self.pinned and prefix not in self.programmed):
+                self.claim(prefix)
             if self.pinned and prefix in self.pinned:
                 self._keep_back(prefix, change)
                 continue

@@ -222,8 +222,19 @@ class TeOrch:
                 continue
             self.policies[i].paths[j].returned(sequence)
 
+    def claim(self, prefix: IpPrefix) -> bool:
+        """A route zebra brings inside a policy's prefix, pinned before it is ever programmed
+        (RouteOrch asks); False if no policy holds it, or its path's next hop is not made."""
+        policy = next((p for p in self.policies if p.active is not None
+                       and within(prefix, p.prefix)), None)
+        if policy is None or not self._pin(policy, policy.active, {prefix}):  # type: ignore[arg-type]
+            return False
+        log.info("TE %s: zebra's new route %s steered as it came", policy.name, prefix)
+        return True
+
     def cover(self) -> None:
-        """Steer the routes zebra brought inside a policy's prefix since the last look."""
+        """Steer the routes zebra brought inside a policy's prefix that no claim took (their
+        path's next hop was not made yet)."""
         for policy in self.policies:
             if policy.active is None:
                 continue
