@@ -5,7 +5,9 @@ the one-way delay of r1 -> r2 with r1's egress impaired (timestamped UDP flows: 
 when sent, the kernel's receive stamp on arrival; the clean link's median from the same run
 subtracted) beside how late the userspace engine says its frames left (its p99),
 loss accuracy at 1% and 10%, and the impairment path's throughput in packets/s and Mbit/s next
-to the clean link's.
+to the clean link's: the engine as it runs (batches, nice -10) and as it ran before issue 40
+(a wake-up and a system call per frame, real-time priority), each with the packets it
+forwards per CPU second it used (its capacity: sender, engine and receiver share the cores).
 Goals (issue 4): median error within +-10% or +-50 us (the larger), p99 within +-25%,
 >= 50k packets/s per impaired direction.
 
@@ -24,6 +26,7 @@ from harness.deploy.lab import Lab, deploy
 from harness.links import impair
 from harness.links.impair import engine
 from harness.links.impair.backend import select_backend
+from harness.linux.cpu import cpu_s
 from harness.topology.fibre import one_way_delay_us
 from harness.topology.plan import Endpoint, Impairment
 from harness.traffic.analysis import FlowResult
@@ -42,7 +45,16 @@ def one_way(lab: Lab, count: int = PACKETS, rate_pps: float = RATE_PPS) -> FlowR
     return run_flow(lab, "r1", "r2", count=count, rate_pps=rate_pps)
 
 
-def delay_rows(lab: Lab, rounds: int) -> None:
+def impair_r1(lab: Lab, impairment: Impairment, settings: str) -> str:
+    """r1's egress impaired, its engine (if the path has one) in `settings`; the path."""
+    backend = impair.apply(lab, R1, impairment)
+    state = impair.states.load_all(lab.dir)[0]
+    if settings and state.control is not None:
+        engine.configure(state.control, settings)
+    return backend
+
+
+def delay_rows(lab: Lab, rounds: int, mode: str, settings: str) -> None:
     """Per target: the median one-way error (clean median subtracted), how far the p99
     reaches beyond the clean link's own tail (p99 - median: the sender's and the kernel path's,
     which every row has too) and the engine's own p99 send lateness, over `rounds` rounds."""
@@ -55,7 +67,7 @@ def delay_rows(lab: Lab, rounds: int) -> None:
         base, tail = clean.latency_us["p50"], clean.latency_us["p99"] - clean.latency_us["p50"]
         tails.append(tail)
         for label, target in TARGETS_US:
-            impair.apply(lab, R1, Impairment(delay_us=target))
+            impair_r1(lab, Impairment(delay_us=target), settings)
             result = one_way(lab)
             errors[label].append(result.latency_us["p50"] - base - target)
             beyond[label].append(100 * (result.latency_us["p99"] - base - target - tail) / target)
@@ -63,8 +75,8 @@ def delay_rows(lab: Lab, rounds: int) -> None:
             if "late_p99_us" in row.counters:  # the userspace engine's; netem has none
                 late[label].append(row.counters["late_p99_us"])
         impair.clear(lab, R1)
-    print(f"\none-way delay r1 -> r2, {PACKETS} timestamped packets at {RATE_PPS} pps per row, "
-          f"{rounds} rounds; the clean link's tail (p99 - median) was "
+    print(f"\none-way delay r1 -> r2, {mode}, {PACKETS} timestamped packets at {RATE_PPS} pps "
+          f"per row, {rounds} rounds; the clean link's tail (p99 - median) was "
           f"{spread(tails).format('.1f', ' us')}")
     print(f"{'target':>15}  {'median error':<40} {'p99 beyond the clean tail':<42} "
           f"{'engine sent late, p99':<38} goal")
@@ -106,32 +118,46 @@ def iperf(lab: Lab, address: str, size: int) -> tuple[float, float]:
             (total["packets"] - total["lost_packets"]) / total["seconds"])
 
 
+MODES = (("batched", ""), ("before: frame at a time", engine.FRAME_AT_A_TIME))
+
+
 def throughput_rows(lab: Lab, address: str) -> None:
     print(f"\nthroughput: UDP at full offered load for {IPERF_SECONDS} s, r1 -> r2; sender, "
           "engine and receiver share the 2 cores (receiver drops are its socket buffer)")
     for size in (64, 1400):
         mbit = (size + 8 + 20 + 14) * 8 / 1e6  # per packet, as Ethernet frames
         sent, received = iperf(lab, address, size)
-        print(f"  {size:5d} B clean:         sent {sent / 1000:6.1f}k pps, received "
+        print(f"  {size:5d} B clean: sent {sent / 1000:6.1f}k pps, received "
               f"{received / 1000:6.1f}k pps = {received * mbit:7.1f} Mbit/s")
-        backend = impair.apply(lab, R1, Impairment(delay_us=1000))
-        control = impair.states.load_all(lab.dir)[0].control
-        before = engine.stats(control)["tx"] if control else 0
-        sent, received = iperf(lab, address, size)
-        forwarded = (engine.stats(control)["tx"] - before) / IPERF_SECONDS if control else 0
-        impair.clear(lab, R1)
-        verdict = "ok" if forwarded >= 50_000 else "below 50k"
-        print(f"  {size:5d} B 1ms {backend}: sent {sent / 1000:6.1f}k pps, engine forwarded "
-              f"{forwarded / 1000:6.1f}k pps = {forwarded * mbit:7.1f} Mbit/s, received "
-              f"{received / 1000:6.1f}k pps  {verdict}")
+        for mode, settings in MODES:
+            backend = impair_r1(lab, Impairment(delay_us=1000), settings)
+            state = impair.states.load_all(lab.dir)[0]
+            if state.control is None or state.pid is None:  # netem: no engine to measure
+                sent, received = iperf(lab, address, size)
+                print(f"  {size:5d} B 1ms {backend}: received {received / 1000:6.1f}k pps")
+                impair.clear(lab, R1)
+                break
+            before, cpu = engine.stats(state.control)["tx"], cpu_s(state.pid)
+            sent, received = iperf(lab, address, size)
+            count = engine.stats(state.control)["tx"] - before
+            capacity = count / max(cpu_s(state.pid) - cpu, 1e-3)
+            forwarded = count / IPERF_SECONDS
+            impair.clear(lab, R1)
+            verdict = "ok" if forwarded >= 50_000 else "below 50k"
+            print(f"  {size:5d} B 1ms {mode:>24}: sent {sent / 1000:6.1f}k pps, engine "
+                  f"forwarded {forwarded / 1000:6.1f}k pps = {forwarded * mbit:7.1f} Mbit/s "
+                  f"({capacity / 1000:6.1f}k per CPU second), received "
+                  f"{received / 1000:6.1f}k pps  {verdict}")
 
 
 def main() -> None:
     lab = deploy(REPO / "topologies" / "pair.yml", name="impbench")  # FRR routes the loopbacks
     try:
         address = lab.plan.node("r2").interfaces[0].ipv4.split("/")[0]
-        print(f"impairment path: {select_backend().name}")
-        delay_rows(lab, ROUNDS)
+        path = select_backend().name
+        print(f"impairment path: {path}")
+        for mode, settings in MODES if path == "userspace" else MODES[:1]:
+            delay_rows(lab, ROUNDS, mode, settings)
         loss_rows(lab)
         throughput_rows(lab, address)
     finally:

@@ -115,15 +115,15 @@ static inline int sink_tap(const char *name, const char *iface)
     return fd;
 }
 
-/* The frames `tap` transmits (the redirected ones), each with the kernel's timestamp;
- * `buffer` bytes of them wait for the engine (a burst at line rate). */
-static inline int tap_capture(const char *tap, int buffer)
+/* The frames `tap` transmits (the redirected ones), each with the kernel's timestamp when
+ * `stamped`; `buffer` bytes of them wait for the engine (a burst at line rate). */
+static inline int tap_capture(const char *tap, int buffer, int stamped)
 {
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);   /* none until bound */
     if (fd < 0)
         die("socket(AF_PACKET)");
     int one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) < 0)
+    if (stamped && setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) < 0)
         die("SO_TIMESTAMPNS");
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) < 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));

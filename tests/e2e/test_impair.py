@@ -208,6 +208,44 @@ def test_after_stalls_the_engine_polls_a_fraction_of_the_time(lab: Lab, path: st
         impair.clear(lab, R1)
 
 
+def engine_sleeps(lab: Lab, address: str, rate_pps: int, seconds: float) -> tuple[int, int]:
+    """(frames, sleeps) of r1's engine while a paced UDP stream of 64 B datagrams crosses it."""
+    server = lab.node("r2").popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        [before] = impair.show(lab)
+        out = lab.node("r1").cmd("iperf3", "-c", address, "-u", "-l", "64", "-b",
+                                 str(rate_pps * 64 * 8), "--pacing-timer", "10", "-t",
+                                 str(seconds), timeout=seconds + 30)
+        assert out.returncode == 0, out.stderr
+        [after] = impair.show(lab)
+    finally:
+        server.kill()
+        server.wait()
+    return (after.counters["tx"] - before.counters["tx"],
+            after.counters["wakeups"] - before.counters["wakeups"])
+
+
+def test_one_wake_up_serves_many_frames(lab: Lab, path: str, r2_address: str) -> None:
+    """A paced stream of 80k frames/s through a 1 ms delay: the engine sends at most once per
+    batch window (1/16 of the delay, at most 50 us) and reads on schedule every half delay, so
+    its sleeps are bounded by time, not by frames (fl_impair.c: batches). The stream carries
+    several times more frames than the bound allows sleeps, so a sleep per frame (or per few)
+    would break it. (bench/impair.py and bench/rbb.py measure the frame-at-a-time engine.)"""
+    if path != "userspace":
+        pytest.skip("netem's timers are the kernel's: no process of ours wakes")
+    delay_us, seconds, rate_pps = 1000, 2, 80_000
+    window_us = min(50, delay_us / 16)
+    bound = seconds * 1e6 * (1 / window_us + 2 / delay_us) + 100  # + stats requests, drain
+    impair.apply(lab, R1, Impairment(delay_us=delay_us))
+    try:
+        frames, sleeps = engine_sleeps(lab, r2_address, rate_pps, seconds)
+    finally:
+        impair.clear(lab, R1)
+    assert sleeps <= bound, (sleeps, bound, frames)
+    assert frames >= 3 * bound, ("the stream was too thin to tell", frames, bound)
+
+
 TCP_SINK = """
 import socket, sys
 s = socket.create_server((sys.argv[1], 5201)); s.settimeout(30)

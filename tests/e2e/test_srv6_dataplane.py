@@ -78,6 +78,22 @@ def srh_hops(packets: list) -> list[tuple[str, int, list[str], int]]:
 
 
 def test_h_encaps_end_x_and_end_dt6_on_the_wire(chain: Chain, tmp_path: Path) -> None:
+    encaps_end_x_and_end_dt6_on_the_wire(chain, tmp_path)
+
+
+def test_the_frame_at_a_time_engine_does_the_same(chain: Chain, tmp_path: Path) -> None:
+    """`batch 0`, the benches' baseline, reads the TAP a frame at a time: the same packets on
+    the wire; a value other than 0 or 1 is refused."""
+    if chain.path != "userspace":
+        pytest.skip("the kernel's seg6 has no engine")
+    for node in ("r1", "r2", "r3"):
+        engine = srv6_engine.Engine(chain.directory / node)
+        assert engine.request("batch 0") == "ok"
+        assert engine.request("batch 2").startswith("error")
+    encaps_end_x_and_end_dt6_on_the_wire(chain, tmp_path)
+
+
+def encaps_end_x_and_end_dt6_on_the_wire(chain: Chain, tmp_path: Path) -> None:
     where = [("r2", "a"), ("r3", "a"), ("hb", "a")]
     with captures(chain.names, where, tmp_path) as seen:
         out = sh(chain.names["ha"], "ping", "-6", "-c", "3", "-i", "0.2", "-W", "2", "fd00:b::2",

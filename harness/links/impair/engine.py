@@ -23,6 +23,10 @@ def binary() -> Path:
 
 
 EVERY_FRAME = 64  # pfc_dscp: no DSCP, the class takes every frame
+# The engine as it was before batches (issue 40): a wake-up and a system call per frame, at a
+# real-time priority. The benches measure it beside the default (BATCHED) in the same run.
+FRAME_AT_A_TIME = "batch=0 rt_priority=10"
+BATCHED = "batch=1 rt_priority=0"
 
 
 def engine_args(impairment: Impairment) -> list[str]:
@@ -51,7 +55,12 @@ def request(control: str, message: str) -> str:
 
 
 def set_live(control: str, impairment: Impairment) -> None:
-    reply = request(control, "set " + " ".join(engine_args(impairment)))
+    configure(control, " ".join(engine_args(impairment)))
+
+
+def configure(control: str, settings: str) -> None:
+    """`settings` (key=value ...) in force at once, all or none."""
+    reply = request(control, f"set {settings}")
     if reply != "ok":
         raise LabError(f"impairment engine refused the change: {reply}")
 

@@ -692,7 +692,7 @@ static int open_port(struct port *p, char *err, size_t errlen)
             || setsockopt(p->pause_fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) < 0)
         die("bind MAC control");
     p->tap_fd = sink_tap(p->tap, p->name);
-    p->capture_fd = tap_capture(p->tap, CAPTURE_BUFFER);
+    p->capture_fd = tap_capture(p->tap, CAPTURE_BUFFER, 1);
     return 0;
 }
 
@@ -790,7 +790,7 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
         }
         if (E.cpu_tap_fd < 0) {
             E.cpu_tap_fd = sink_tap(tap, mtu_of);
-            E.cpu_capture_fd = tap_capture(tap, CAPTURE_BUFFER);
+            E.cpu_capture_fd = tap_capture(tap, CAPTURE_BUFFER, 1);
         }
         return 0;
     }
