@@ -83,7 +83,7 @@ def measure(path: str) -> None:
     with tempfile.TemporaryDirectory() as tmp, srv6_chain.chain(path, Path(tmp)) as chain:
         for node, iface, peer, peer_iface, *_ in srv6_chain.LINKS:  # room for 1,400 B + SRH
             for end, port in ((node, iface), (peer, peer_iface)):
-                srv6_chain.sh(chain.names[end], "ip", "link", "set", port, "mtu", str(MTU))
+                srv6_chain.sh(chain.names[end], "ip", "link", "set", "dev", port, "mtu", str(MTU))
         srv6_chain.sh(chain.names["ha"], "ping", "-6", "-c", "1", "-W", "2", "fd00:b::2",
                       check=False)  # neighbours resolved before the clock runs
         for size in SIZES:
