@@ -40,7 +40,7 @@ IDLE_PAGES_TO_SCAN = 200
 SETTINGS = ("run", "pages_to_scan")
 # ksmd is a kernel thread at nice 5: while 500 nodes started it got 2% of a core, merged
 # nothing new for minutes, and memory ran out. At the lowest real-time priority (below
-# fl-bfd's and fl-impair's) it takes what a batch costs and sleeps sleep_millisecs between
+# fl-bfd's and fl-port's) it takes what a batch costs and sleeps sleep_millisecs between
 # batches: ~0.15 of a core while fpf-64 merged.
 KSMD_PRIORITY = 1
 # An FRR node's memory unshared (PSS: fpf-64 49.4 MiB, 336 nodes 56.4): what `auto` reckons.

@@ -43,7 +43,7 @@ PROJECT = Path("/opt/fabric-lab")  # where the image keeps the project (images/D
 # port (NET_BIND_SERVICE), FRR dropping to its user (SETUID/SETGID) and owning its files.
 # SYS_ADMIN only because FRR 8.4's zebra refuses to start without it in its permitted set
 # (`privs_init: initial cap_set_proc failed`); Docker's seccomp profile stays on.
-# SYS_NICE lets the impairment engine ask for real-time priority; /dev/net/tun its TAP.
+# SYS_NICE lets the engines raise their priority (nice -10, real time); /dev/net/tun their TAPs.
 CAPABILITIES = ("NET_ADMIN", "NET_RAW", "NET_BIND_SERVICE", "SETUID", "SETGID", "CHOWN",
                 "DAC_OVERRIDE", "FOWNER", "KILL", "SYS_ADMIN", "SYS_NICE")
 DEVICES = ("/dev/net/tun",)
