@@ -20,8 +20,12 @@ shares from about 100 FRR nodes on a 24 GiB host: harness/linux/ksm.py). Memory 
 twice: PSS per node (the processes' own pages, merged ones split among their sharers) and
 what the host gave the lab per node (the fall in MemAvailable, kernel state included).
 `--host-echo 50ms` adds BFD echo on the host links, as `labctl gen fpf --host-echo` does.
+`--nodes 500` runs fpf-64 and the smallest FPF of this shape with at least 500 nodes, and
+prints `N nodes ... converged in S s`. Below every row: how long each deploy stage took
+(nodes, links, addresses, impairments, host NICs, start, exec, converging), where a big lab
+spends its time.
 
-    sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64] [--bfd offload bfdd]
+    sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64 | --nodes 500] [--bfd offload bfdd]
                                          [--share-memory auto] [--host-echo 50ms]
                                          [--idle 10] [--timeout 240]
 """
@@ -44,6 +48,7 @@ sys.path.insert(0, str(REPO))
 from harness.core.errors import FabricLabError  # noqa: E402
 from harness.core.wait import wait_until  # noqa: E402
 from harness.deploy.lab import Lab  # noqa: E402
+from harness.deploy.stages import Progress  # noqa: E402
 from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
 from harness.linux import ksm  # noqa: E402
 from harness.linux.features import NEIGHBOUR_TABLES, neighbour_limit_raised  # noqa: E402
@@ -51,6 +56,7 @@ from harness.nodes.bfd.offload import ENGINE  # noqa: E402
 from harness.testing.footprint import footprint, node_process  # noqa: E402
 
 HOSTS_PER_LEAF = 16  # fpf-64's
+FPF_64_HOSTS = 64
 INSPECT_RUNS = 5
 WAKES_WINDOW_S = 5.0
 COLUMNS = ("nodes", "session ends", "converged (s)", "RSS/node (MiB)", "PSS/node (MiB)",
@@ -63,17 +69,29 @@ def params(hosts: int, bfd: str, host_echo: str | None = None) -> FpfParams:
                      hosts=hosts, name=f"scale{hosts}", bfd=bfd, host_echo=host_echo)
 
 
+def hosts_for(nodes: int) -> int:
+    """The fewest hosts (whole leaves of them) whose lab has at least `nodes` nodes."""
+    hosts = HOSTS_PER_LEAF
+    while len(plan(params(hosts, BFD_ENGINES[0])).nodes) < nodes:
+        hosts += HOSTS_PER_LEAF
+    return hosts
+
+
 def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: float,
             timeout: float) -> tuple[dict[str, float], dict[str, float]]:
     """The row of one size, and its idle CPU per command."""
     available = ksm.mem_available_mib()
     before = {t.afi: t.in_use() for t in NEIGHBOUR_TABLES}
     lab = Lab(plan(params(hosts, bfd, host_echo)), share_memory=share)
+    started: list[tuple[str, float]] = []
+    progress = Progress(stage=lambda name, _: started.append((name, time.monotonic())))
     start = time.monotonic()
     with neighbour_limit_raised(lab.plan, str(lab.dir)):
         try:
-            converged = lab.deploy(timeout=timeout)
+            converged = lab.deploy(progress, timeout=timeout)
             seconds = time.monotonic() - start
+            ends = [t for _, t in started[1:]] + [start + seconds]
+            stages = {name: end - t for (name, t), end in zip(started, ends, strict=True)}
             merged_s = wait_merged(timeout) if lab.plan.share_memory else 0.0
             cost = footprint(lab, lab.node_names, idle_s)
             host_mib = available - ksm.mem_available_mib()
@@ -88,6 +106,7 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
                                  cost.pss_mib / n, host_mib / n, cost.cpu_cores, inspect_s),
                        strict=True)),
             "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold,
+            "stages": stages,
             "shared": lab.plan.share_memory, "merged_s": merged_s, "wakes": wakes,
             "arp": neighbours["ipv4"], "nd": neighbours["ipv6"]}, cost.cpu_by_command
 
@@ -168,6 +187,9 @@ def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idl
               f"{row['keepalive']:.0f} s / {row['hold']:.0f} s; session ends dropped since the "
               f"deploy began: {row['dropped']:.0f}; BFD engines woke {row['wakes']:.1f} times "
               f"a second each; neighbour entries: ARP {row['arp']:.0f}, ND {row['nd']:.0f}")
+        print(f"{'':>6} {row['nodes']:.0f} nodes, {row['session ends']:.0f} session ends, "
+              f"converged in {row['converged (s)']:.1f} s: " + ", ".join(
+                  f"{name} {took:.1f} s" for name, took in row["stages"].items()), flush=True)
     if rows:
         print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
             f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))
@@ -186,7 +208,10 @@ def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--hosts", type=int, nargs="+", default=[4, 8, 16, 32, 64])
+    sizes.add_argument("--nodes", type=int, metavar="N",
+                       help="fpf-64, then the smallest lab of its shape with at least N nodes")
     parser.add_argument("--bfd", choices=BFD_ENGINES, nargs="+", default=[BFD_ENGINES[0]])
     parser.add_argument("--share-memory", choices=ksm.CHOICES, nargs="+", default=["auto"])
     parser.add_argument("--host-echo", metavar="INTERVAL",
@@ -196,9 +221,10 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/scale.py needs root")
+    hosts = [FPF_64_HOSTS, hosts_for(args.nodes)] if args.nodes else args.hosts
     for bfd in args.bfd:
         for share in args.share_memory:
-            run_sizes(args.hosts, bfd, share, args.host_echo, args.idle, args.timeout)
+            run_sizes(hosts, bfd, share, args.host_echo, args.idle, args.timeout)
     return 0
 
 
