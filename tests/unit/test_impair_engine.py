@@ -100,11 +100,20 @@ def test_limit_drops_what_does_not_fit() -> None:
 
 
 def test_bad_parameters_are_refused() -> None:
-    for bad in ("loss_pct=101", "delay_ns=-1", "delay_ns=5ms", "colour=red", "delay_ns"):
+    for bad in ("loss_pct=101", "delay_ns=-1", "delay_ns=5ms", "colour=red", "delay_ns",
+                "batch=2"):
         out = subprocess.run([str(engine.binary()), "simulate", bad], input="",
                              capture_output=True, text=True)
         assert out.returncode == 2, bad
         assert "fl-impair:" in out.stderr
+
+
+def test_the_baselines_settings_are_the_engines_own_keys() -> None:
+    """FRAME_AT_A_TIME and BATCHED, which the benches send live, parse as the engine's keys
+    (a typo would only show as a refused `set` in the middle of a bench)."""
+    for settings in (engine.FRAME_AT_A_TIME, engine.BATCHED, "batch_ns=0"):
+        sent, stats = simulate([(0, 100)], "delay_ns=1000", *settings.split())
+        assert sent == [(0, 1000)] and stats["tx"] == 1, settings
 
 
 def test_engine_args_units() -> None:
