@@ -29,6 +29,7 @@ from harness.traffic.wire import HEADER
 
 pytestmark = pytest.mark.e2e
 SRC, DST = "campus1-host1", "campus2-host1"
+POLL_S = 0.005  # how often the tests ask the agent
 
 
 @pytest.fixture(scope="module")
@@ -137,14 +138,15 @@ def test_the_policy_returns_to_its_path_once_probes_come_back(lab, faults) -> No
                 first_back.append(time.time())
             return state["active"]
 
-        wait_until(active, 5, every=0.005, until=lambda hops: hops == primary.hops)
+        wait_until(active, 5, every=POLL_S, until=lambda hops: hops == primary.hops)
         back = time.time()
     assert first_back
     resolved_ms = (first_back[0] - started) * 1000
     assert resolved_ms <= retrans_ms * 9 / 8 + 2 * interval_ms + 3 * load.max_ms, resolved_ms
     due = max(first_back[0] + (srv6.probe_up + 1) * interval_ms / 1000,
               broke + srv6.hold_down_us / 1e6 + interval_ms / 1000)
-    assert (back - due) * 1000 <= 3 * load.max_ms, (back, due, load.max_ms)
+    # seen up to one poll of the agent later than it moved
+    assert (back - due) * 1000 <= 3 * load.max_ms + POLL_S * 1000, (back, due, load.max_ms)
     assert back >= broke + srv6.hold_down_us / 1e6, "returned inside the hold-down"
 
 
