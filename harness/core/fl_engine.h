@@ -132,6 +132,20 @@ static inline int tap_capture(const char *tap, int buffer, int stamped)
     return fd;
 }
 
+/* `n` messages out of `fd` in as few sendmmsg calls as the socket allows; one it refuses is
+ * skipped. `result(i, err, ctx)` hears of each message: err 0 once sent, else the errno. */
+static inline void send_each(int fd, struct mmsghdr *msgs, int n,
+                             void (*result)(int i, int err, void *ctx), void *ctx)
+{
+    for (int done = 0; done < n;) {
+        int sent = sendmmsg(fd, msgs + done, (unsigned)(n - done), 0);
+        int err = sent < 0 ? errno : 0, settled = sent > 0 ? sent : 1;
+        for (int i = done; i < done + settled; i++)
+            result(i, err, ctx);
+        done += settled;
+    }
+}
+
 /* The control socket at `path` (SOCK_SEQPACKET, listening): bound last, so an engine is
  * ready once it answers there. */
 static inline int control_listen(const char *path)

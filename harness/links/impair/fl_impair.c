@@ -739,6 +739,13 @@ struct wire {
     struct mmsghdr msgs[TX_BATCH];
 };
 
+static void count_send(int i, int err, void *ctx)
+{
+    struct counters *c = ctx;
+    (void)i;
+    *(err ? &c->tx_errors : &c->tx) += 1;
+}
+
 static void wire_flush(struct wire *w)
 {
     for (int i = 0; i < w->n; i++) {
@@ -747,16 +754,7 @@ static void wire_flush(struct wire *w)
                                              .msg_namelen = sizeof(w->to[i]),
                                              .msg_iov = &w->iov[i], .msg_iovlen = 1};
     }
-    for (int done = 0; done < w->n;) {   /* a frame the port refuses is counted and skipped */
-        int sent = sendmmsg(w->fd, w->msgs + done, (unsigned)(w->n - done), 0);
-        if (sent > 0) {
-            w->e->c.tx += (uint64_t)sent;
-            done += sent;
-        } else {
-            w->e->c.tx_errors++;
-            done++;
-        }
-    }
+    send_each(w->fd, w->msgs, w->n, count_send, &w->e->c);
     for (int i = 0; i < w->n; i++)
         free(w->out[i]);
     w->n = 0;

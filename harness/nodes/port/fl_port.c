@@ -469,18 +469,16 @@ struct burst {
     struct mmsghdr msgs[TX_BATCH];
 };
 
+static void count_send(int i, int err, void *ctx)
+{
+    struct port *p = ctx;
+    (void)i;
+    *(err ? &p->tx_errors : &p->tx) += 1;
+}
+
 static void burst_flush(struct port *p, struct burst *b)
 {
-    for (int done = 0; done < b->n;) {   /* a frame the port refuses is counted and skipped */
-        int sent = sendmmsg(p->wire_fd, b->msgs + done, (unsigned)(b->n - done), 0);
-        if (sent > 0) {
-            p->tx += (uint64_t)sent;
-            done += sent;
-        } else {
-            p->tx_errors++;
-            done++;
-        }
-    }
+    send_each(p->wire_fd, b->msgs, b->n, count_send, p);
     for (int i = 0; i < b->n; i++)
         free(b->f[i]);
     b->n = 0;

@@ -304,19 +304,18 @@ static uint16_t fold(uint32_t sum)
     return (uint16_t)sum;
 }
 
+static void count_send(int i, int err, void *ctx)
+{
+    (void)ctx;
+    if (err)
+        out.sid[i]->c.drops[err == EMSGSIZE ? TOO_BIG : SEND]++;
+    else
+        count(&out.sid[i]->c, out.len[i]);
+}
+
 static void out_flush(void)
 {
-    for (int done = 0; done < out.n;) {   /* a frame the port refuses is counted and skipped */
-        int sent = sendmmsg(wire_fd, out.msgs + done, (unsigned)(out.n - done), 0);
-        for (int i = done; i < done + (sent > 0 ? sent : 0); i++)
-            count(&out.sid[i]->c, out.len[i]);
-        if (sent > 0) {
-            done += sent;
-        } else {
-            out.sid[done]->c.drops[errno == EMSGSIZE ? TOO_BIG : SEND]++;
-            done++;
-        }
-    }
+    send_each(wire_fd, out.msgs, out.n, count_send, NULL);
     out.n = 0;
 }
 
