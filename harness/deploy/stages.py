@@ -139,15 +139,21 @@ def run_exec(lab: LabContext, progress: Progress) -> None:
 
 
 def converge(timeout: float) -> Stage:
-    """Sessions and FIBs, then BFD on the sessions (render.py says why it comes last), then
-    every multi-plane host spraying on all of its planes (a plane joins a host's spray set
-    once its BFD session is up and its routes are in)."""
+    """Sessions and FIBs, then what each kind starts only then (a host's sprayer), BFD on the
+    sessions (render.py says why it comes last), then every multi-plane host spraying on all
+    of its planes (a plane joins a host's spray set once its BFD session is up and its routes
+    are in)."""
     def run(lab: LabContext, progress: Progress) -> Convergence:
         deadline = time.monotonic() + timeout
         progress.stage("converging", len(lab.plan.sessions) + sum(
             len(n) for n in declared(lab).values()))
         try:
-            converged = wait_converged(lab, timeout, progress.converge)
+            try:
+                converged = wait_converged(lab, timeout, progress.converge)
+            finally:  # a lab kept for a look runs all it would have run
+                with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
+                    list(pool.map(lambda node: kind_of(lab, node.name).converged(lab, node),
+                                  lab.plan.nodes))
             with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
                 list(pool.map(lambda node: attach_bfd(lab, node), lab.plan.nodes))
             wait_bfd_up(lab, timeout=max(1.0, deadline - time.monotonic()))

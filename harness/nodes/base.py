@@ -37,6 +37,10 @@ class NodeKind(Protocol):
         """Bring them back after every process of the node died (a crash); the node's
         kernel state (links, addresses, rules, FIB) is still there."""
 
+    def converged(self, lab: LabContext, node: NodePlan) -> None:
+        """Start what would only churn while the lab's routes come in (a host's spraying
+        NIC); deploy calls it once BGP has converged, or has given up waiting."""
+
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """`inspect` columns; a `state` of `degraded` or `down` lowers the node's state."""
 

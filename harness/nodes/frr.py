@@ -350,6 +350,9 @@ class FrrKind:
         self.before_frr(lab, node, fresh=False)
         frr.start(lab.journal, self.zebra_args, strict=not node.user_configured)
 
+    def converged(self, lab: LabContext, node: NodePlan) -> None:
+        """Nothing waits for the routes."""
+
     def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
         """What must run before FRR's daemons start; `fresh` on a just-wired node, not after
         a crash (whose kernel state is still there)."""

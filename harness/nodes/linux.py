@@ -64,6 +64,9 @@ class LinuxKind:
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         self.start(lab, node)
 
+    def converged(self, lab: LabContext, node: NodePlan) -> None:
+        """Its command started with it."""
+
     def _spawn(self, lab: LabContext, node: NodePlan) -> None:
         directory = lab.node_dir(node.name)
         directory.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.core.build import built
+from harness.core.build import built, compiled
 from harness.core.errors import LabError
 from harness.core.paths import (
     FRR_SBIN,
@@ -110,6 +110,7 @@ class NetnsRuntime:
         return pids_in_namespaces(namespace_ids([self.netns_path(node)]))
 
     def python(self, module: str, *args: str) -> list[str]:
+        compiled()
         return [sys.executable, "-m", module, *args]
 
     def program(self, name: str) -> str:

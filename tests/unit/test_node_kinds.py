@@ -63,6 +63,9 @@ class Lamp:
     def restart(self, lab: Any, node: NodePlan) -> None:
         CALLS.append(f"restart {node.name}")
 
+    def converged(self, lab: Any, node: NodePlan) -> None:
+        CALLS.append(f"converged {node.name}")
+
     def status(self, lab: Any, node: NodePlan) -> dict[str, Any]:
         return {"state": "running", "flame": "steady"}
 
