@@ -13,6 +13,7 @@ Requests: {"cmd": "show"} (the state, its alarms and diagnostics), {"cmd": "fail
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import selectors
@@ -38,6 +39,7 @@ class Daemon:
         self.node_dir = node_dir
         self.path = node_dir / STATE_FILE
         self.state: PlatformState = from_dict(json.loads(self.path.read_text()))
+        self.written: PlatformState | None = None  # what platform.json holds
         self.log = logging.getLogger("platform")
 
     def tick(self) -> None:
@@ -49,7 +51,9 @@ class Daemon:
             self._ports("down", why)
         elif self.state.ports_shut and all(s.celsius < s.high for s in self.state.sensors):
             self._ports("up", "every sensor below its high threshold again")
-        replace_file(self.path, json.dumps(self.state.to_dict(), indent=1) + "\n")
+        if self.state != self.written:  # a steady switch's is the same at every tick
+            replace_file(self.path, json.dumps(self.state.to_dict(), indent=1) + "\n")
+            self.written = copy.deepcopy(self.state)
 
     def _ports(self, admin: str, why: str) -> None:
         try:
