@@ -22,12 +22,14 @@ what the host gave the lab per node (the fall in MemAvailable, kernel state incl
 `--host-echo 50ms` adds BFD echo on the host links, as `labctl gen fpf --host-echo` does.
 `--nodes 500` runs fpf-64 and the smallest FPF of this shape with at least 500 nodes, and
 prints `N nodes ... converged in S s`. Below every row: how long each deploy stage took
-(nodes, links, addresses, impairments, host NICs, start, exec, converging), where a big lab
-spends its time.
+(nodes, links, addresses, impairments, host NICs, start, exec, converging), and the CPU
+seconds each stage cost by command (Python by module; `(reaped children)` is what the deploy's
+own commands used, FRR's start before its daemons detach and vtysh among them): where a big
+lab spends its time.
 
     sudo .venv/bin/python bench/scale.py [--hosts 4 8 16 32 64 | --nodes 500] [--bfd offload bfdd]
                                          [--share-memory auto] [--host-echo 50ms]
-                                         [--idle 10] [--timeout 240]
+                                         [--idle 10] [--timeout 240] [--no-settle]
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -53,7 +57,13 @@ from harness.fabrics.fpf import BFD_ENGINES, FpfParams, plan  # noqa: E402
 from harness.linux import ksm  # noqa: E402
 from harness.linux.features import NEIGHBOUR_TABLES, neighbour_limit_raised  # noqa: E402
 from harness.nodes.bfd.offload import ENGINE  # noqa: E402
-from harness.testing.footprint import footprint, node_process  # noqa: E402
+from harness.testing.footprint import (  # noqa: E402
+    CpuUsed,
+    cpu_between,
+    cpu_used,
+    footprint,
+    node_process,
+)
 
 HOSTS_PER_LEAF = 16  # fpf-64's
 FPF_64_HOSTS = 64
@@ -78,21 +88,24 @@ def hosts_for(nodes: int) -> int:
 
 
 def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: float,
-            timeout: float) -> tuple[dict[str, float], dict[str, float]]:
+            timeout: float, settle: bool) -> tuple[dict[str, Any], dict[str, float]]:
     """The row of one size, and its idle CPU per command."""
     available = ksm.mem_available_mib()
     before = {t.afi: t.in_use() for t in NEIGHBOUR_TABLES}
     lab = Lab(plan(params(hosts, bfd, host_echo)), share_memory=share)
-    started: list[tuple[str, float]] = []
-    progress = Progress(stage=lambda name, _: started.append((name, time.monotonic())))
+    started: list[tuple[str, float, CpuUsed]] = []
+    progress = Progress(stage=lambda name, _: started.append(
+        (name, time.monotonic(), cpu_used())))
     start = time.monotonic()
     with neighbour_limit_raised(lab.plan, str(lab.dir)):
         try:
             converged = lab.deploy(progress, timeout=timeout)
             seconds = time.monotonic() - start
-            ends = [t for _, t in started[1:]] + [start + seconds]
-            stages = {name: end - t for (name, t), end in zip(started, ends, strict=True)}
-            merged_s = wait_merged(timeout) if lab.plan.share_memory else 0.0
+            ends = [(t, cpu) for _, t, cpu in started[1:]] + [(start + seconds, cpu_used())]
+            stages = {name: end - t for (name, t, _), (end, _) in zip(started, ends, strict=True)}
+            stage_cpu = {name: cpu_between(cpu, after) for (name, _, cpu), (_, after)
+                         in zip(started, ends, strict=True)}
+            merged_s = wait_merged(timeout) if lab.plan.share_memory and settle else 0.0
             cost = footprint(lab, lab.node_names, idle_s)
             host_mib = available - ksm.mem_available_mib()
             wakes = engine_wakes_per_second(lab, WAKES_WINDOW_S) if bfd == "offload" else 0.0
@@ -106,7 +119,7 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
                                  cost.pss_mib / n, host_mib / n, cost.cpu_cores, inspect_s),
                        strict=True)),
             "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold,
-            "stages": stages,
+            "stages": stages, "stage_cpu": stage_cpu,
             "shared": lab.plan.share_memory, "merged_s": merged_s, "wakes": wakes,
             "arp": neighbours["ipv4"], "nd": neighbours["ipv6"]}, cost.cpu_by_command
 
@@ -158,6 +171,14 @@ def time_inspect(lab: str) -> float:
     return statistics.median(once() for _ in range(INSPECT_RUNS))
 
 
+def cpu_breakdown(stage: str, seconds: float, cpu: Counter[str]) -> str:
+    """Where a stage's CPU went: the commands that took a fiftieth of it or more."""
+    total = sum(v for v in cpu.values() if v > 0)
+    top = [(c, v) for c, v in cpu.most_common() if v >= max(0.02 * total, 0.05)]
+    return (f"{stage}: {total:.1f} CPU s in {seconds:.1f} s" + (": " if top else "")
+            + ", ".join(f"{c} {v:.1f}" for c, v in top))
+
+
 def exponent(sizes: list[float], costs: list[float]) -> float:
     """Least-squares slope of log(cost) over log(size)."""
     xs, ys = [math.log(s) for s in sizes], [math.log(c) for c in costs]
@@ -167,22 +188,22 @@ def exponent(sizes: list[float], costs: list[float]) -> float:
 
 
 def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idle_s: float,
-              timeout: float) -> None:
+              timeout: float, settle: bool) -> None:
     echo = f", echo every {host_echo} on host links" if host_echo else ""
     print(f"BFD in {bfd}{echo}, --share-memory {share}:\n{'hosts':>6} "
           + " ".join(f"{c:>16}" for c in COLUMNS), flush=True)
-    rows: list[dict[str, float]] = []
+    rows: list[dict[str, Any]] = []
     idle_by_command: dict[str, float] = {}
     for n in sorted(hosts):
         try:
-            row, idle_by_command = measure(n, bfd, share, host_echo, idle_s, timeout)
+            row, idle_by_command = measure(n, bfd, share, host_echo, idle_s, timeout, settle)
         except FabricLabError as exc:
             print(f"{n:>6} did not converge within {timeout:.0f} s: {exc}")
             break
         rows.append(row)
         print(f"{n:>6} " + " ".join(f"{row[c]:>16.2f}" for c in COLUMNS), flush=True)
-        merged = f" (measured once merged, {row['merged_s']:.0f} s later)" if row["shared"] \
-            else ""
+        merged = (f" (measured once merged, {row['merged_s']:.0f} s later)" if settle else
+                  " (measured at once, ksmd still merging)") if row["shared"] else ""
         print(f"{'':>6} memory {'shared' + merged if row['shared'] else 'not shared'}; BGP timers "
               f"{row['keepalive']:.0f} s / {row['hold']:.0f} s; session ends dropped since the "
               f"deploy began: {row['dropped']:.0f}; BFD engines woke {row['wakes']:.1f} times "
@@ -190,6 +211,8 @@ def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idl
         print(f"{'':>6} {row['nodes']:.0f} nodes, {row['session ends']:.0f} session ends, "
               f"converged in {row['converged (s)']:.1f} s: " + ", ".join(
                   f"{name} {took:.1f} s" for name, took in row["stages"].items()), flush=True)
+        for name, cpu in row["stage_cpu"].items():
+            print(f"{'':>6} {cpu_breakdown(name, row['stages'][name], cpu)}", flush=True)
     if rows:
         print(f"idle CPU of the {rows[-1]['nodes']:.0f}-node lab by command (cores): " + ", ".join(
             f"{c} {v:.2f}" for c, v in idle_by_command.items() if v >= 0.005))
@@ -218,13 +241,17 @@ def main() -> int:
                         help="BFD echo on host links, as `labctl gen fpf --host-echo`")
     parser.add_argument("--idle", type=float, default=10.0, metavar="S")
     parser.add_argument("--timeout", type=float, default=240.0, metavar="S")
+    parser.add_argument("--no-settle", dest="settle", action="store_false",
+                        help="measure memory and idle CPU once converged, without waiting for "
+                             "KSM's two scans (at 504 nodes they take ~25 minutes)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/scale.py needs root")
     hosts = [FPF_64_HOSTS, hosts_for(args.nodes)] if args.nodes else args.hosts
     for bfd in args.bfd:
         for share in args.share_memory:
-            run_sizes(hosts, bfd, share, args.host_echo, args.idle, args.timeout)
+            run_sizes(hosts, bfd, share, args.host_echo, args.idle, args.timeout,
+                      args.settle)
     return 0
 
 

@@ -3,6 +3,7 @@ name (for tests that stop or watch it), memory and CPU time (for benches)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -81,3 +82,30 @@ def footprint(lab: LabContext, nodes: list[str], window_s: float) -> Footprint:
         by_command[command(pid)] += (cpu_s(pid) - before[pid]) / elapsed
     return Footprint(len(pids), rss, pss, sum(by_command.values()),
                      dict(by_command.most_common()))
+
+
+REAPED = "(reaped children)"
+CpuUsed = dict[int, tuple[str, float]]  # pid -> (command, CPU seconds so far)
+
+
+def cpu_used() -> CpuUsed:
+    """The CPU seconds every process on the host has used so far, and (as pid 0, REAPED)
+    what this process's children that ended used: a deploy's shell steps, FRR's start before
+    its daemons detach, vtysh."""
+    used = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            pid = int(entry.name)
+            name = command(pid)  # a kernel worker's name ends with what it works on now
+            used[pid] = ("kworker" if name.startswith("kworker/") else name, cpu_s(pid))
+    times = os.times()
+    return {**used, 0: (REAPED, times.children_user + times.children_system)}
+
+
+def cpu_between(before: CpuUsed, after: CpuUsed) -> Counter[str]:
+    """CPU seconds by command from one reading to the next (a process that came and went
+    between them, not reaped by this one, is not seen)."""
+    spent: Counter[str] = Counter()
+    for pid, (name, seconds) in after.items():
+        spent[name] += seconds - before.get(pid, (name, 0.0))[1]
+    return spent
