@@ -39,7 +39,8 @@ class NodeKind(Protocol):
 
     def converged(self, lab: LabContext, node: NodePlan) -> None:
         """Start what would only churn while the lab's routes come in (a host's spraying
-        NIC); deploy calls it once BGP has converged, or has given up waiting."""
+        NIC); deploy calls it once BGP has converged, or has given up waiting, and attaches
+        BFD once it has returned."""
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """`inspect` columns; a `state` of `degraded` or `down` lowers the node's state."""

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.paths import bfdd_socket
 from harness.nodes.bfd.offload import feed_path
-from harness.nodes.frr import FrrKind, frr_of, worse_state
-from harness.spray.nic import spray_status, start_sprayer
+from harness.nodes.frr import FrrKind, frr_of, patience, worse_state
+from harness.spray.nic import spray_status, start_sprayer, wait_sprayer
 from harness.topology.plan import NodePlan
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
+
+
+SPRAYER_START_S = 20.0  # Python, a route dump and the first apply, on a quiet host
 
 
 class HostKind(FrrKind):
@@ -24,6 +27,7 @@ class HostKind(FrrKind):
         routes (at 224 nodes a quarter of the start stage's CPU). A restart after a crash
         starts it at once: the routes are there."""
         start_sprayer(lab, node, bfd_news(lab, node))
+        wait_sprayer(lab, node, SPRAYER_START_S * patience(len(lab.plan.nodes)))
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         super().restart(lab, node)

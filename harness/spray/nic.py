@@ -79,8 +79,19 @@ def start_sprayer(lab: LabContext, node: NodePlan, bfd: dict[str, str]) -> None:
     config.write_text(json.dumps({"nics": nic_planes(lab.plan, node),
                                   "state_file": str(workdir / STATE_FILE), "bfd": bfd,
                                   "probe": probe_config(lab, node)}))
+    (workdir / STATE_FILE).unlink(missing_ok=True)  # the new agent writes its own
     lab.runtime.spawn(node.name, lab.runtime.python("harness.spray.agent", str(config)),
                       workdir / LOG_FILE, f"{node.name}/sprayer")
+
+
+def wait_sprayer(lab: LabContext, node: NodePlan, timeout: float) -> None:
+    """Until the host's new agent has read the routes and applied them (it writes its state
+    file then). Deploy attaches BFD only after: on 288 hosts the agents' first applies take
+    both cores for a minute, and BFD's 300 ms detection started under that dropped sessions."""
+    path = lab.node_dir(node.name) / STATE_FILE
+    wait_until(path.exists, timeout, lambda _: LabError(
+        f"{node.name}: its spray agent applied nothing within {timeout:.0f} s (see "
+        f"{lab.node_dir(node.name) / LOG_FILE})"), every=WAIT_POLL_S)
 
 
 @dataclass(frozen=True)
