@@ -26,6 +26,7 @@ from harness.nodes.neighbours import declared
 from harness.nodes.port import nic
 from harness.runtime.context import LabContext
 from harness.spray.nic import spraying_hosts, wait_spray
+from harness.topology.plan import NodePlan
 
 START_WORKERS = 8
 
@@ -138,6 +139,12 @@ def run_exec(lab: LabContext, progress: Progress) -> None:
         progress.advance(1)
 
 
+def on_every_node(lab: LabContext, act: Callable[[NodePlan], None]) -> None:
+    """`act` on each node by the deploy's workers; the first error raised is raised here."""
+    with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
+        list(pool.map(act, lab.plan.nodes))
+
+
 def converge(timeout: float) -> Stage:
     """Sessions and FIBs, then what each kind starts only then (a host's sprayer), BFD on the
     sessions (render.py says why it comes last), then every multi-plane host spraying on all
@@ -151,11 +158,8 @@ def converge(timeout: float) -> Stage:
             try:
                 converged = wait_converged(lab, timeout, progress.converge)
             finally:  # a lab kept for a look runs all it would have run
-                with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
-                    list(pool.map(lambda node: kind_of(lab, node.name).converged(lab, node),
-                                  lab.plan.nodes))
-            with ThreadPoolExecutor(max_workers=START_WORKERS) as pool:
-                list(pool.map(lambda node: attach_bfd(lab, node), lab.plan.nodes))
+                on_every_node(lab, lambda node: kind_of(lab, node.name).converged(lab, node))
+            on_every_node(lab, lambda node: attach_bfd(lab, node))
             wait_bfd_up(lab, timeout=max(1.0, deadline - time.monotonic()))
             if spraying_hosts(lab.plan):
                 wait_spray(lab, timeout=max(1.0, deadline - time.monotonic()))
