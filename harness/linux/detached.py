@@ -29,6 +29,7 @@ class DetachedEngine:
     def __init__(self, control: Path, log: Path) -> None:
         self.control = control
         self.log = log
+        self.pid: int | None = None  # when this object started it
 
     def request(self, message: str) -> str:
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
@@ -66,6 +67,7 @@ class DetachedEngine:
         except LabError:
             process.kill()
             raise
+        self.pid = process.pid
 
     def wait_ready(self, alive: Callable[[], bool] | None = None) -> None:
         """Until it answers (it binds its socket last); LabError with its log's end if it

@@ -28,6 +28,7 @@ from harness.nodes.port import redirect
 from harness.nodes.port.engine import ENGINE, Counters, PortEngine, class_maps
 from harness.nodes.rdma.engine import ENGINE as RDMA_ENGINE
 from harness.nodes.rdma.engine import Nic, Settings
+from harness.nodes.switch.sai.headroom import pause_window_ns
 from harness.topology.fibre import FIBRE_US_PER_KM
 from harness.topology.plan import Impairment
 from harness.traffic.burst import SEND
@@ -114,8 +115,8 @@ class Incast:
         for name, i in ports.items():
             speed = self.port_bps if i == self.n else self.host_bps  # the receiver's: slow
             sw.command(f"port {i} name={name} tap={redirect.tap_of(i)} "
-                       f"speed_bps={speed} {MAPS} "
-                       f"pfc={1 << LOSSLESS_TC if self.pfc else 0}")
+                       f"speed_bps={speed} {MAPS} pfc={1 << LOSSLESS_TC if self.pfc else 0} "
+                       f"pause_window_ns={pause_window_ns(0)}")
             sw.command(f"pg {i} {LOSSLESS_TC} reserved=0 xoff={b.headroom} "
                        f"xon_offset={b.xon_offset} static_th={b.shared}")
             sw.command(f"queue {i} {LOSSLESS_TC} static_th={b.queue_limit}"
@@ -141,6 +142,8 @@ class Incast:
         """Host `host`'s link becomes `km` of fibre: the impairment engine delays each way,
         after the port engines (their frames and PAUSE pass it, harness/nodes/port)."""
         delay = Impairment(delay_us=km * FIBRE_US_PER_KM)
+        self.engines["switch"].command(
+            f"port {host} pause_window_ns={pause_window_ns(delay.delay_us)}")
         for ns, iface in ((self.hosts[host], "eth0"), (self.switch, f"p{host}")):
             self.impairs.append(start_scratch(_ns(ns), iface, f"flc{host}{iface[0]}",
                                               self.dir / f"cable.{iface}.sock", delay))

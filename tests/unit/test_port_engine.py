@@ -10,7 +10,7 @@ port 0 name=p0 speed_bps=10000000 tx=8 tx_errors=0
 queue 0 3 packets=5 bytes=500 dropped=1 dropped_bytes=100 depth=0 watermark=300 ecn_marked=2 \
 wred_dropped=0 paused_us=7 storm=1 wd_detected=1 wd_restored=0 wd_dropped=4 hist=0/4,1/3
 pg 0 3 packets=5 bytes=500 occupancy=0 watermark=30282 headroom=0 headroom_watermark=1442 \
-dropped=0 pausing=1 pfc_rx=2 pfc_tx=138
+dropped=0 late_packets=3 late_bytes=4326 pausing=1 pfc_rx=2 pfc_tx=138
 """
 
 
@@ -23,6 +23,7 @@ def test_counters_carry_sai_names() -> None:
     assert queue.stats["PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS"] == 4
     assert queue.storm and queue.paused_us == 7 and queue.hist == [(0, 4), (1, 3)]
     assert group.stats["SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES"] == 1442
+    assert group.stats["FL_PG_STAT_LATE_PAUSE_ADMITTED_BYTES"] == 4326
     assert port.sai()["SAI_PORT_STAT_PFC_0_TX_PKTS"] == 138
 
 

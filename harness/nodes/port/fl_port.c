@@ -17,7 +17,11 @@
  * (reserved + shared threshold, static or dynamic as SAI's alpha) the engine sends PAUSE for
  * that priority out of the ingress port, refreshes it while the group stays above, and sends
  * XON (quanta 0) once it drains below the XON point; what arrives meanwhile lands in the
- * group's headroom (XOFF_TH bytes), past which it is dropped and counted. Lossy traffic is
+ * group's headroom (XOFF_TH bytes), past which it is dropped and counted. Bytes beyond
+ * what a sender at line rate lands in the port's pause window (the cable twice and the
+ * sender's response) are ones a sender on time would still hold: on a VM whose vCPUs stall
+ * for milliseconds an engine on the way was late, so they are admitted and counted apart
+ * (late_packets), not dropped. Lossy traffic is
  * admitted by its queue's dynamic threshold against the pool's free space.
  * NIC mode (`run nic`): one port, the host's; its egress frames come through one TAP.
  *
@@ -32,6 +36,7 @@
  * The control socket (SOCK_SEQPACKET) takes one command per message; each answers "ok",
  * "error WHY" or its data:
  *   port ID name=IFACE tap=TAP speed_bps=N [dscp_tc=64 digits] [tc_queue=8 digits] [pfc=MASK]
+ *        [pause_window_ns=N]           (twice the cable and the sender's response; 0: unknown)
  *   cpu tap=TAP                        (switch mode: frames the node itself sends)
  *   unport ID
  *   pool size=N
@@ -112,6 +117,8 @@ struct group {
     struct threshold shared;
     uint64_t occupancy, watermark, headroom, headroom_watermark, packets, bytes, dropped;
     uint64_t xoff_point;              /* where the group stood when PAUSE went out */
+    uint64_t since_pause;             /* bytes that came in since PAUSE went out */
+    uint64_t late_packets, late_bytes; /* admitted past XOFF_TH: more than the window holds */
     int pausing;
     int64_t refresh_at;
 };
@@ -123,6 +130,7 @@ struct port {
     unsigned char mac[6];
     uint64_t speed_bps;
     uint8_t dscp_tc[64], tc_queue[PRIOS], pfc;
+    int64_t pause_window_ns;          /* PAUSE out to a sender's last frame in: cable x 2 + response */
     int wire_fd, pause_fd, tap_fd, capture_fd;
     struct queue q[QUEUES];
     struct group pg[PRIOS];
@@ -373,21 +381,36 @@ static void enqueue(struct port *out, int in_port, unsigned char *data, uint32_t
         if (!g->pausing && g->occupancy + len > point) {
             g->pausing = 1;
             g->xoff_point = g->occupancy;
+            g->since_pause = 0;
             g->refresh_at = now + quanta_ns(in, PAUSE_QUANTA) / 2;
             send_pause(in, (uint8_t)(1 << prio), PAUSE_QUANTA);
         }
         if (g->pausing) {
             uint64_t above = g->occupancy + len > g->xoff_point
                              ? g->occupancy + len - g->xoff_point : 0;
+            /* Once PAUSE is out, a sender at line rate lands at most its pause window (the
+             * cable twice and its response) of bytes and the frames begun. More can only come
+             * when an engine on the way (this one, a cable's, the sender's NIC) was late or
+             * bunched frames up, and a sender on time would still hold them: past XOFF_TH
+             * those are admitted and counted apart, while what the window holds is the
+             * headroom's, dropped when it is full. */
+            g->since_pause += len;
+            uint64_t window = (uint64_t)(in->pause_window_ns * (double)in->speed_bps / 8e9)
+                              + 2 * len;
             if (above > g->xoff) {
-                g->dropped++;
-                q->dropped++;
-                q->dropped_bytes += len;
-                return;
+                if (!in->pause_window_ns || g->since_pause <= window) {
+                    g->dropped++;
+                    q->dropped++;
+                    q->dropped_bytes += len;
+                    return;
+                }
+                g->late_packets++;
+                g->late_bytes += len;
             }
             g->headroom = above;
-            if (above > g->headroom_watermark)
-                g->headroom_watermark = above;
+            uint64_t charged = above < g->xoff ? above : g->xoff;
+            if (charged > g->headroom_watermark)
+                g->headroom_watermark = charged;
         }
     } else if (q->depth + len > limit_of(&q->limit)) {
         q->dropped++;
@@ -803,6 +826,7 @@ static int command(char *req, int64_t now, char *err, size_t errlen)
         memcpy(p->dscp_tc, dscp_tc, 64);
         memcpy(p->tc_queue, tc_queue, PRIOS);
         p->pfc = (uint8_t)number(words, "pfc", p->pfc);
+        p->pause_window_ns = number(words, "pause_window_ns", p->pause_window_ns);
         return 0;
     }
     if (!strcmp(verb, "cpu")) {
@@ -922,10 +946,11 @@ static void stats(FILE *f, int64_t now)
             struct group *g = &p->pg[prio];
             fprintf(f, "pg %d %d packets=%" PRIu64 " bytes=%" PRIu64 " occupancy=%" PRIu64
                     " watermark=%" PRIu64 " headroom=%" PRIu64 " headroom_watermark=%" PRIu64
-                    " dropped=%" PRIu64 " pausing=%d pfc_rx=%" PRIu64 " pfc_tx=%" PRIu64 "\n",
+                    " dropped=%" PRIu64 " late_packets=%" PRIu64 " late_bytes=%" PRIu64
+                    " pausing=%d pfc_rx=%" PRIu64 " pfc_tx=%" PRIu64 "\n",
                     i, prio, g->packets, g->bytes, g->occupancy, g->watermark, g->headroom,
-                    g->headroom_watermark, g->dropped, g->pausing, p->pfc_rx[prio],
-                    p->pfc_tx[prio]);
+                    g->headroom_watermark, g->dropped, g->late_packets, g->late_bytes,
+                    g->pausing, p->pfc_rx[prio], p->pfc_tx[prio]);
         }
     }
 }

@@ -33,7 +33,8 @@ from harness.nodes.switch.sai import srv6_engine
 from harness.nodes.switch.sai.kernel import SAI_TABLE
 from harness.runtime.base import NodeImage
 from harness.runtime.images import REPOSITORY
-from harness.topology.plan import NodePlan
+from harness.topology.fibre import one_way_delay_us
+from harness.topology.plan import Endpoint, LabPlan, NodePlan
 from harness.topology.platforms import DEFAULT_PLATFORM
 
 if TYPE_CHECKING:
@@ -92,9 +93,20 @@ def start_agent(lab: LabContext, node: str) -> int:
         "harness.nodes.switch.agent", "--node-dir", str(frr.workdir), "--platform",
         lab.plan.node(node).platform or DEFAULT_PLATFORM,
         "--srv6-engine", runtime.program(srv6_engine.ENGINE),
-        "--port-engine", runtime.program(port_engine.ENGINE)), "SAI agent",
+        "--port-engine", runtime.program(port_engine.ENGINE), *_cables(lab.plan, node)),
+        "SAI agent",
         frr.workdir / "agent.out", agent_log(frr), lambda: agent_pid(frr), AGENT_START_S)
     return pid
+
+
+def _cables(plan: LabPlan, node: str) -> list[str]:
+    """`--cable PORT=US` for each of the node's ports whose link has a planned length."""
+    args = []
+    for i in plan.node(node).interfaces:
+        km = plan.link_at(Endpoint(node=node, iface=i.name)).distance_km
+        if km:
+            args += ["--cable", f"{i.name}={one_way_delay_us(km)}"]
+    return args
 
 
 def restart_agent(lab: LabContext, node: str) -> tuple[int | None, int]:

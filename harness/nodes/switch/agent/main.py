@@ -371,12 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--srv6-path", choices=("auto", "kernel", "userspace"), default="auto")
     parser.add_argument("--port-engine", help="the fl-port program, for ports whose queues, "
                         "buffers, ECN and PFC the configuration declares")
+    parser.add_argument("--cable", action="append", default=[], metavar="PORT=US",
+                        help="a port's planned cable, one way in microseconds (repeatable)")
     args = parser.parse_args(argv)
     logging.basicConfig(filename=args.node_dir / "agent.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv6 = Srv6Setup(args.node_dir, args.srv6_engine, args.srv6_path)
-    ports = PortSetup(args.node_dir, args.port_engine) if args.port_engine else None
+    cables = {port: float(us) for port, us in (c.split("=", 1) for c in args.cable)}
+    ports = PortSetup(args.node_dir, args.port_engine, cables) if args.port_engine else None
     agent = Agent(args.node_dir, platform_capacity(PLATFORMS[args.platform]), args.table, args.port,
                   args.config, srv6, ports)
     agent.boot()

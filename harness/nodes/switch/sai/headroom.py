@@ -45,11 +45,26 @@ class Headroom:
         return self.one_way_us / FIBRE_US_PER_KM
 
     @property
+    def window_ns(self) -> int:
+        """From PAUSE out to the last frame a sender on time still lands: the cable both
+        ways and its response (a port engine's `pause_window_ns`)."""
+        return round(self._in_flight_s * 1e9)
+
+    @property
     def bytes(self) -> int:
-        in_flight_s = (2 * self.one_way_us + self.response_us) / 1e6
-        return math.ceil(in_flight_s * self.rate_bps / 8) + 2 * self.mtu
+        return math.ceil(self._in_flight_s * self.rate_bps / 8) + 2 * self.mtu
+
+    @property
+    def _in_flight_s(self) -> float:
+        return (2 * self.one_way_us + self.response_us) / 1e6
 
 
 def for_km(km: float, rate_bps: int, mtu: int = DEFAULT_MTU,
            response_us: float = PFC_RESPONSE_US) -> Headroom:
     return Headroom(km * FIBRE_US_PER_KM, rate_bps, mtu, response_us)
+
+
+def pause_window_ns(one_way_us: float) -> int:
+    """A port engine's pause window over a cable `one_way_us` long: its senders are engines
+    too, answering within EMULATED_RESPONSE_US."""
+    return Headroom(one_way_us, 0, response_us=EMULATED_RESPONSE_US).window_ns

@@ -24,7 +24,8 @@ queues, pauses and counters run on through a warm restart.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.core.errors import LabError
@@ -32,6 +33,7 @@ from harness.linux.nsenter import run_in
 from harness.nodes.port import redirect
 from harness.nodes.port.engine import Counters, PortEngine, class_maps
 from harness.nodes.switch.sai.backend import ObjectView
+from harness.nodes.switch.sai.headroom import pause_window_ns
 from harness.nodes.switch.sai.records import (
     BufferPool,
     BufferProfile,
@@ -51,10 +53,13 @@ DEFAULT_DETECT_MS, DEFAULT_RESTORE_MS = 200, 400  # SONiC's PFC watchdog default
 
 @dataclass(frozen=True)
 class PortSetup:
-    """Where a switch's port engine lives if it needs one: the node's directory, the program."""
+    """Where a switch's port engine lives if it needs one: the node's directory, the program,
+    and each port's cable one way (us; the planned length: a port not named has a short one),
+    which sets how much a sender on time lands after PAUSE (fl_port.c's pause window)."""
 
     directory: Path
     program: str
+    cables_us: Mapping[str, float] = field(default_factory=dict)
 
 
 def _threshold(profile: BufferProfile) -> str:
@@ -137,8 +142,11 @@ class Mmu:
         port: Port = view.record(oid)  # type: ignore[assignment]
         maps = class_maps(_pairs(view, port.qos_dscp_to_tc_map),
                           _pairs(view, port.qos_tc_to_queue_map))
+        assert self.setup is not None
+        window = pause_window_ns(self.setup.cables_us.get(name, 0.0))
         self._tell(f"port {name}", f"port {port_id} name={name} tap={redirect.tap_of(port_id)} "
-                   f"speed_bps={port.speed * MBIT} {maps} pfc={port.priority_flow_control}")
+                   f"speed_bps={port.speed * MBIT} {maps} pfc={port.priority_flow_control} "
+                   f"pause_window_ns={window}")
         detect = dict(port.pfc_tc_dld_interval)
         restore = dict(port.pfc_tc_dlr_interval)
         action = "drop" if detect else "off"
