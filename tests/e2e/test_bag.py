@@ -31,7 +31,7 @@ from harness.topology.fibre import one_way_delay_us
 from harness.topology.plan import Endpoint, Impairment, Lossless
 from harness.topology.schema import Role
 from harness.traffic.burst import BurstResult, lossless_burst
-from harness.traffic.job import Training, measure
+from harness.traffic.job import Measured, Training, measure
 from tests.conftest import TOPOLOGIES
 
 pytestmark = pytest.mark.e2e
@@ -41,6 +41,7 @@ FLAPS, FLAP_S = 10, 5.0  # ten flaps within a minute: down 1 s, then up until re
 # sampling error of 0.7 points: the issue's 10% of a third (3.3 points) is over 4 of it.
 FLOWS = 8192
 INTER_REGION_US = 5000.0
+TURNS = 3  # each algorithm's, alternating
 # TCP/IP headers on 1448-byte segments (4.6%), acks and the rendezvous' orders: measured 6-11%
 HEADERS_MAX = 1.2
 # Sends one UDP datagram from each of FLOWS source ports to the host's loopback (nothing
@@ -337,23 +338,32 @@ def test_a_hierarchical_all_reduce_crosses_bag_less_and_finishes_sooner(bag: Lab
     """With 5 ms one way between the regions, eight replicas all-reduce 64 KiB: flat ring
     against hierarchical. The bytes the interface counters saw crossing BAG match what each
     algorithm sends across (plus TCP/IP headers), and each takes at least the one-way delays
-    its longest chain of messages crosses in a row (physics), the ring's chain longer."""
+    its longest chain of messages crosses in a row (physics), the ring's chain longer.
+
+    The two take turns, four all-reduces at a time, and each one's time is the median of its
+    turns' medians: on two cores a few seconds of other work (a CI run once made all twelve
+    of one algorithm's all-reduces twice as slow) then falls on both, not on one."""
     across = bag.plan.links_between_regions()
     ends = [end for link in across for end in (link.a, link.b)]
+    turns: dict[str, list[Measured]] = {"ring": [], "hierarchical": []}
     with impair.temporarily(bag, ends, Impairment(delay_us=INTER_REGION_US)):
-        runs = {algorithm: measure(bag, replica_hosts(bag), algorithm, size=64 << 10,
-                                   iterations=12, across=across)
-                for algorithm in ("ring", "hierarchical")}
-    for m in runs.values():
-        print(f"{m.algorithm}: {m.seconds * 1e3:.1f} ms per all-reduce (at least "
-              f"{m.critical_crossings} x 5 ms), {m.crossing_bytes / 1024:.0f} KiB across BAG "
-              f"for {m.crossing_payload / 1024:.0f} KiB of payload")
-        assert m.crossing_payload <= m.crossing_bytes <= m.crossing_payload * HEADERS_MAX
-        assert m.seconds >= m.critical_crossings * INTER_REGION_US / 1e6
-    ring, hierarchical = runs["ring"], runs["hierarchical"]
+        for _ in range(TURNS):
+            for algorithm, done in turns.items():
+                done.append(measure(bag, replica_hosts(bag), algorithm, size=64 << 10,
+                                    iterations=4, across=across))
+    for algorithm, done in turns.items():
+        print(f"{algorithm}: {', '.join(f'{m.seconds * 1e3:.1f}' for m in done)} ms per "
+              f"all-reduce in its turns (at least {done[0].critical_crossings} x 5 ms), "
+              f"{done[0].crossing_bytes / 1024:.0f} KiB across BAG for "
+              f"{done[0].crossing_payload / 1024:.0f} KiB of payload")
+        for m in done:
+            assert m.crossing_payload <= m.crossing_bytes <= m.crossing_payload * HEADERS_MAX
+            assert m.seconds >= m.critical_crossings * INTER_REGION_US / 1e6
+    ring, hierarchical = turns["ring"][0], turns["hierarchical"][0]
     assert hierarchical.critical_crossings < ring.critical_crossings
     assert hierarchical.crossing_bytes < ring.crossing_bytes
-    assert hierarchical.seconds < ring.seconds
+    seconds = {a: statistics.median(m.seconds for m in done) for a, done in turns.items()}
+    assert seconds["hierarchical"] < seconds["ring"]
 
 
 def test_headroom_from_the_measured_cable_keeps_a_lossless_burst_whole(bag: Lab) -> None:
