@@ -30,6 +30,7 @@ class BfdState:
     ipv6: bool
     peer: str
     up: bool
+    judged: float | None = None  # wall-clock s of the engine's tick that changed it (offload)
 
 
 def parse_frames(buffer: bytearray) -> list[dict]:
@@ -80,8 +81,9 @@ class BfdWatch:
 
 
 class EngineWatch:
-    """The BFD offload's feed (harness/nodes/bfd/fl_bfd.c): "IFNAME 4|6 PEER up|down|gone" per
-    message, every session on connect; a session gone no longer holds its plane down."""
+    """The BFD offload's feed (harness/nodes/bfd/fl_bfd.c): "IFNAME 4|6 PEER up|down|gone
+    WALL_US" per message, every session on connect; a session gone no longer holds its plane
+    down."""
 
     def __init__(self, path: str) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -102,5 +104,6 @@ class EngineWatch:
             if not message:
                 self.sock.close()
                 return None
-            nic, family, peer, state = message.decode().split()
-            states.append(BfdState(nic=nic, ipv6=family == "6", peer=peer, up=state != "down"))
+            nic, family, peer, state, judged = message.decode().split()
+            states.append(BfdState(nic=nic, ipv6=family == "6", peer=peer, up=state != "down",
+                                   judged=int(judged) / 1e6))

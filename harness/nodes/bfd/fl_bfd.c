@@ -28,8 +28,9 @@
  *
  * FEED is a SOCK_SEQPACKET socket the engine serves for whoever must act on a session the
  * moment it changes (the host's spray agent): one message per session on connect, then one per
- * change, "IFNAME 4|6 PEER up|down|gone". bfdd's own control socket cannot serve: FRR 8.4 does
- * not tell its control clients about changes a data plane reports.
+ * change, "IFNAME 4|6 PEER up|down|gone WALL_US" (WALL_US: see tell). bfdd's own control
+ * socket cannot serve: FRR 8.4 does not tell its control clients about changes a data plane
+ * reports.
  *
  * The engine runs supervised, as a switch's process manager runs its agents: the process
  * started (named fl-bfd-watch) holds the connection to bfdd, forks the engine with it, and
@@ -153,6 +154,7 @@ struct session {
     struct dp_session cfg;        /* host byte order, as bfdd last sent it */
     int family;
     uint8_t state, diag;          /* local */
+    int64_t changed_wall;         /* the tick the state last changed on, CLOCK_REALTIME ns */
     uint32_t rid;                 /* remote discriminator */
     uint8_t rstate, rdiag, rmult, rflags;
     uint32_t r_desired_tx, r_required_rx, r_required_echo_rx;
@@ -209,11 +211,13 @@ static const char *peer_str(const struct session *s, char *buf, size_t len) {
 }
 
 /* One feed message to every watcher; a watcher that cannot take it is dropped (it connects
- * again and gets every session anew). */
+ * again and gets every session anew). It ends with the wall-clock microsecond of the tick
+ * the state changed on: when the timers judged it, however late this process then ran. */
 static void tell(int only, const struct session *s, const char *what) {
-    char peer[INET6_ADDRSTRLEN], line[160];
-    int n = snprintf(line, sizeof(line), "%s %d %s %s", s->cfg.ifname[0] ? s->cfg.ifname : "-",
-                     s->family == AF_INET6 ? 6 : 4, peer_str(s, peer, sizeof(peer)), what);
+    char peer[INET6_ADDRSTRLEN], line[180];
+    int n = snprintf(line, sizeof(line), "%s %d %s %s %lld",
+                     s->cfg.ifname[0] ? s->cfg.ifname : "-", s->family == AF_INET6 ? 6 : 4,
+                     peer_str(s, peer, sizeof(peer)), what, (long long)(s->changed_wall / 1000));
     for (int i = 0; i < MAX_WATCHERS; i++) {
         int fd = only >= 0 ? only : watchers[i];
         if (fd >= 0 && send(fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
@@ -314,6 +318,9 @@ static void set_state(struct session *s, uint8_t state, uint8_t diag, int64_t no
     int was_up = s->state == UP;
     s->state = state;
     s->diag = diag;
+    if (!wall_offset)   /* before the first tick */
+        take_wall_offset(now);
+    s->changed_wall = (tick_ns ? now - now % tick_ns : now) + wall_offset;
     if (state == UP || was_up)
         s->poll = 1;  /* the advertised transmit interval changes: tell the peer (6.8.3) */
     if (state != UP)
