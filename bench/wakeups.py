@@ -17,19 +17,20 @@ import os
 import statistics
 import time
 
+from harness.testing.load import WakeupLateness
+
 SLEEP_US = 200
 PRIORITY = 20  # above every engine's: nothing of the lab's own delays it
 
 
 def sleeper(cpu: int, seconds: float, results: multiprocessing.Queue) -> None:
+    """On `cpu` at PRIORITY, the lateness of every wake-up over `seconds` (its thread
+    inherits both)."""
     os.sched_setaffinity(0, {cpu})
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PRIORITY))
-    late: list[float] = []
-    end = time.monotonic() + seconds
-    while (due := time.monotonic() + SLEEP_US / 1e6) < end:
-        time.sleep(SLEEP_US / 1e6)
-        late.append(time.monotonic() - due)
-    results.put((cpu, late))
+    with WakeupLateness(SLEEP_US / 1e6, exact=True) as late:
+        time.sleep(seconds)
+    results.put((cpu, [ms / 1000 for ms in late.late_ms]))
 
 
 def main() -> None:
