@@ -30,7 +30,7 @@ class BfdState:
     ipv6: bool
     peer: str
     up: bool
-    judged: float | None = None  # wall-clock s of the engine's tick that changed it (offload)
+    judged: float | None = None  # wall-clock s of the offload's tick that changed it, if any
 
 
 def parse_frames(buffer: bytearray) -> list[dict]:
@@ -106,4 +106,4 @@ class EngineWatch:
                 return None
             nic, family, peer, state, judged = message.decode().split()
             states.append(BfdState(nic=nic, ipv6=family == "6", peer=peer, up=state != "down",
-                                   judged=int(judged) / 1e6))
+                                   judged=int(judged) / 1e6 or None))  # 0: not yet

@@ -35,8 +35,8 @@ GROUP_STATS = {"packets": "SAI_INGRESS_PRIORITY_GROUP_STAT_PACKETS",
                "headroom_watermark":
                    "SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES",
                "dropped": "SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS",
-               # the lab's own (fl_port.c): admitted past XOFF_TH because the engine sent
-               # its PAUSE late, the sender's line rate over that lateness
+               # the lab's own (fl_port.c): admitted past XOFF_TH, beyond what the port's
+               # pause window holds: an engine's lateness, not the cable's
                "late_packets": "FL_PG_STAT_LATE_PAUSE_ADMITTED_PACKETS",
                "late_bytes": "FL_PG_STAT_LATE_PAUSE_ADMITTED_BYTES"}
 

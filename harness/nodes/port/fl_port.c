@@ -21,8 +21,8 @@
  * what a sender at line rate lands in the port's pause window (the cable twice and the
  * sender's response) are ones a sender on time would still hold: on a VM whose vCPUs stall
  * for milliseconds an engine on the way was late, so they are admitted and counted apart
- * (late_packets), not dropped. Lossy traffic is
- * admitted by its queue's dynamic threshold against the pool's free space.
+ * (late_packets), not dropped. Lossy traffic is admitted by its queue's dynamic threshold
+ * against the pool's free space.
  * NIC mode (`run nic`): one port, the host's; its egress frames come through one TAP.
  *
  * Both modes honour received PAUSE (opcode 0x0101 per priority, 0x0001 for all) on each
@@ -395,9 +395,9 @@ static void enqueue(struct port *out, int in_port, unsigned char *data, uint32_t
              * those are admitted and counted apart, while what the window holds is the
              * headroom's, dropped when it is full. */
             g->since_pause += len;
-            uint64_t window = (uint64_t)(in->pause_window_ns * (double)in->speed_bps / 8e9)
-                              + 2 * len;
             if (above > g->xoff) {
+                uint64_t window = (uint64_t)(in->pause_window_ns * (double)in->speed_bps / 8e9)
+                                  + 2 * len;
                 if (!in->pause_window_ns || g->since_pause <= window) {
                     g->dropped++;
                     q->dropped++;
