@@ -58,8 +58,8 @@ def report(title: str, result: Result) -> None:
         print(f"  h{i}: {result.pauses_on_wire[f'h{i}']} PAUSE frames on its wire, paused "
               f"{paused:.2f} s = {share:.2f} of the burst; headroom used beyond the two frames "
               f"begun: {max(beyond, 0)} B = {line_us(max(beyond, 0), HOST_BPS):.0f} us "
-              f"(the response budget is {EMULATED_RESPONSE_US:.0f} us); admitted past it "
-              f"because the switch's engine sent PAUSE late: "
+              f"(the response budget is {EMULATED_RESPONSE_US:.0f} us); admitted past the "
+              f"headroom as an engine's lateness (beyond the pause window): "
               f"{group.stats['FL_PG_STAT_LATE_PAUSE_ADMITTED_BYTES']} B")
 
 

@@ -158,7 +158,6 @@ def test_pause_slows_a_victim_that_shares_only_the_senders_port(tmp_path: Path) 
     assert rates[True] < 1.2 * PORT_BPS / SENDERS
 
 
-
 def test_a_switch_engine_late_with_its_pause_loses_nothing_and_counts_what_it_let_in(
         tmp_path: Path) -> None:
     """The switch's engine stops (as a VM's stalled vCPU stops it) while a sender puts 200
