@@ -1,5 +1,6 @@
 """The pytest plugin (entry point `fabric_lab`): fixtures `lab`, `faults`, `traffic`, and a
-failed test's labs archived (`--evidence-dir`) before anything destroys them.
+failed test's labs archived (`--evidence-dir`) before anything destroys them, beside what the
+machine gave the test (harness/testing/machine.py).
 
 `lab` deploys the module's `topology` once and destroys it after the module; `faults`
 undoes whatever a test injected and waits until the lab has converged again, so tests of a
@@ -24,6 +25,7 @@ from harness.deploy.converge import wait_converged
 from harness.deploy.lab import PLAN_FILE, Lab, deploy, destroy_lab, lab_names
 from harness.faults import Faults, evidence
 from harness.spray.nic import spraying_hosts, wait_spray
+from harness.testing.machine import CpuShare
 from harness.testing.plans import plan_from
 from harness.testing.report import fault_records, junit_properties, write_report
 from harness.traffic.analysis import FlowResult
@@ -36,6 +38,7 @@ RECOVER_TIMEOUT_S = 90.0
 RECORDS = pytest.StashKey[list]()
 _OUTCOME = pytest.StashKey[str]()
 _STARTED = pytest.StashKey[float]()
+_MACHINE = pytest.StashKey[CpuShare]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,6 +62,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    start = CpuShare.now()
+    try:
+        return (yield)
+    finally:
+        item.stash[_MACHINE] = CpuShare.now().since(start)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     if report.when == "call":
@@ -67,6 +79,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         archived = keep_evidence(item)
         if archived:
             report.sections.append(("fabric-lab evidence", "\n".join(map(str, archived))))
+        if report.when == "call" and _MACHINE in item.stash:
+            report.sections.append(("the machine during the test",
+                                    item.stash[_MACHINE].describe()))
     return report
 
 
