@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from harness.core.errors import LabError  # noqa: E402
 from harness.deploy.lab import Lab, destroy_lab  # noqa: E402
 from harness.linux import scratch  # noqa: E402
-from harness.linux.cpu import TICK, cpu_s  # noqa: E402
+from harness.linux.cpu import IDLE, IOWAIT, TICK, cpu_s, machine_ticks  # noqa: E402
 from harness.linux.nsenter import list_netns  # noqa: E402
 from harness.linux.scratch import scratch_name  # noqa: E402
 from harness.runtime import docker_engine, images  # noqa: E402
@@ -141,8 +141,8 @@ class FloorCost:
 
 def host_busy_s() -> float:
     """CPU time all cores spent busy since boot (not idle, not waiting for I/O)."""
-    times = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(times) - times[3] - times[4]) / TICK
+    times = machine_ticks()
+    return (sum(times) - times[IDLE] - times[IOWAIT]) / TICK
 
 
 def daemon_cpu_s() -> dict[int, tuple[str, float]]:

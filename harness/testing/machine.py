@@ -13,10 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-PROC_STAT = Path("/proc/stat")
+from harness.linux.cpu import STEAL, TICK, machine_ticks
+
 CPU_PRESSURE = Path("/proc/pressure/cpu")
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-STEAL = 8  # /proc/stat "cpu" line: user nice system idle iowait irq softirq steal
 
 
 @dataclass(frozen=True)
@@ -27,8 +26,7 @@ class CpuShare:
 
     @classmethod
     def now(cls) -> CpuShare:
-        cpu = PROC_STAT.read_text().split("\n", 1)[0].split()
-        return cls(time.monotonic(), int(cpu[STEAL]) * TICK_S, _pressure_s())
+        return cls(time.monotonic(), machine_ticks()[STEAL] / TICK, _pressure_s())
 
     def since(self, start: CpuShare) -> CpuShare:
         waited = (None if self.waited_s is None or start.waited_s is None
