@@ -352,15 +352,14 @@ def test_a_hierarchical_all_reduce_crosses_bag_less_and_finishes_sooner(bag: Lab
     cores falls on both, not on one."""
     across = bag.plan.links_between_regions()
     ends = [end for link in across for end in (link.a, link.b)]
+    hosts = replica_hosts(bag)
     turns: dict[str, list[Measured]] = {"ring": [], "hierarchical": []}
-    empty = {}
     with impair.temporarily(bag, ends, Impairment(delay_us=INTER_REGION_US)):
-        for algorithm in turns:
-            empty[algorithm] = measure(bag, replica_hosts(bag), algorithm, size=8 * ITEM,
-                                       iterations=4, across=across)
+        empty = {algorithm: measure(bag, hosts, algorithm, size=len(hosts) * ITEM,
+                                    iterations=4, across=across) for algorithm in turns}
         for _ in range(TURNS):
             for algorithm, done in turns.items():
-                done.append(measure(bag, replica_hosts(bag), algorithm, size=ALL_REDUCE_BYTES,
+                done.append(measure(bag, hosts, algorithm, size=ALL_REDUCE_BYTES,
                                     iterations=4, across=across))
     for algorithm, done in turns.items():
         base = empty[algorithm]
