@@ -20,7 +20,7 @@ from harness.links.veth import queue_addresses, queue_veth
 from harness.linux import ksm
 from harness.linux.nsenter import write_sysctls
 from harness.linux.rtnl_batch import RtnlBatch
-from harness.nodes.frr import attach_bfd
+from harness.nodes.frr import finish_boot
 from harness.nodes.kind import kind_of
 from harness.nodes.neighbours import declared
 from harness.nodes.port import nic
@@ -146,10 +146,11 @@ def on_every_node(lab: LabContext, act: Callable[[NodePlan], None]) -> None:
 
 
 def converge(timeout: float) -> Stage:
-    """Sessions and FIBs, then what each kind starts only then (a host's sprayer), BFD on the
-    sessions (render.py says why it comes last), then every multi-plane host spraying on all
-    of its planes (a plane joins a host's spray set once its BFD session is up and its routes
-    are in)."""
+    """Sessions and FIBs, then what each kind starts only then (a host's sprayer), each node's
+    frr.conf in place of what it booted with (render.py: BFD on the sessions, FRR's own route
+    hold), then BFD up on every session and every multi-plane host spraying on all of its
+    planes (a plane joins a host's spray set once its BFD session is up and its routes are
+    in)."""
     def run(lab: LabContext, progress: Progress) -> Convergence:
         deadline = time.monotonic() + timeout
         progress.stage("converging", len(lab.plan.sessions) + sum(
@@ -159,7 +160,7 @@ def converge(timeout: float) -> Stage:
                 converged = wait_converged(lab, timeout, progress.converge)
             finally:  # a lab kept for a look runs all it would have run
                 on_every_node(lab, lambda node: kind_of(lab, node.name).converged(lab, node))
-            on_every_node(lab, lambda node: attach_bfd(lab, node))
+            on_every_node(lab, lambda node: finish_boot(lab, node))
             wait_bfd_up(lab, timeout=max(1.0, deadline - time.monotonic()))
             if spraying_hosts(lab.plan):
                 wait_spray(lab, timeout=max(1.0, deadline - time.monotonic()))

@@ -40,7 +40,7 @@ from harness.runtime.images import REPOSITORY
 from harness.runtime.node import Node
 from harness.topology.frr_image import frr_mapping, log_paths_in_lab
 from harness.topology.plan import NodePlan
-from harness.topology.render import bfd_attachment, render_frr
+from harness.topology.render import after_boot, render_frr
 from harness.topology.schema import Role
 
 if TYPE_CHECKING:
@@ -274,9 +274,9 @@ class Frr:
         return {peer: (n["connectionsEstablished"], n["connectionsDropped"])
                 for peer, n in neighbors.items()}
 
-def attach_bfd(lab: LabContext, node: NodePlan) -> None:
-    """Put a booted node's BGP sessions under BFD, as its frr.conf has them."""
-    commands = bfd_attachment(lab.plan, node)
+def finish_boot(lab: LabContext, node: NodePlan) -> None:
+    """Make what a node booted with its frr.conf, once the lab's BGP is up (render.py)."""
+    commands = after_boot(lab.plan, node)
     if commands:
         frr_of(lab, node.name).vtysh(*commands)
 
@@ -323,22 +323,19 @@ class FrrKind:
         return {"frr": {key: (lambda d=daemon, c=command: frr.show_json(d, c))
                         for key, (daemon, command) in FRR_SHOWS.items() if daemon in frr.daemons}}
 
-    def config(self, lab: LabContext, node: NodePlan, frr: Frr, *,
-               bfd_neighbours: bool = True) -> str:
+    def config(self, lab: LabContext, node: NodePlan, frr: Frr, *, boot: bool = False) -> str:
         """A fabric node's config is rendered from the plan; a user's is used as it is.
-        `bfd_neighbours=False`: what a fabric node boots with (render.py)."""
+        `boot`: what a fabric node boots with (render.py)."""
         if node.user_configured:
             text = Path(node.frr_config).read_text() if node.frr_config else ""
             return log_paths_in_lab(text, frr.log_dir)
-        return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"),
-                          bfd_neighbours=bfd_neighbours)
+        return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"), boot=boot)
 
     def start(self, lab: LabContext, node: NodePlan) -> None:
-        """A fabric node boots without its neighbours' BFD, which `attach_bfd` adds once the
-        lab's BGP is up (render.py says why); a crashed node restarts with all of frr.conf."""
+        """A fabric node boots with its boot config, which `finish_boot` makes its frr.conf
+        once the lab's BGP is up (render.py says why); a crashed node restarts with frr.conf."""
         frr = frr_of(lab, node.name)
-        boot = self.config(lab, node, frr, bfd_neighbours=False) \
-            if bfd_attachment(lab.plan, node) else None
+        boot = self.config(lab, node, frr, boot=True) if after_boot(lab.plan, node) else None
         frr.prepare(self.config(lab, node, frr), boot)
         self.before_frr(lab, node, fresh=True)
         frr.start(lab.journal, self.zebra_args, strict=not node.user_configured,

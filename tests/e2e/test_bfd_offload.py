@@ -24,7 +24,7 @@ from harness.faults.injector import Faults
 from harness.linux.nsenter import call_in_netns
 from harness.nodes.bfd.offload import ENGINE, feed_path, tick_ms
 from harness.nodes.columns import lab_status
-from harness.nodes.frr import attach_bfd
+from harness.nodes.frr import finish_boot
 from harness.spray.bfd import BfdState, BfdWatch, EngineWatch
 from harness.testing.capture import capture
 from harness.testing.footprint import node_process
@@ -398,12 +398,12 @@ def test_each_session_reads_from_a_socket_connected_to_its_peer(offloaded):
     before = sent_by_r2()
     assert len(before) == 2 and bfd_sockets(offloaded, "r1", "sport") == before
     r2 = offloaded.plan.node("r2")
-    commands = bfd_attachment(offloaded.plan, r2)
-    offloaded.frr("r2").vtysh(*commands[:2], *(f"no {' '.join(c.split()[:3])}"  # neighbor X bfd
-                                               for c in commands[2:]))
+    offloaded.frr("r2").vtysh("configure terminal", f"router bgp {r2.asn}", *(
+        f"no {' '.join(line.split()[:3])}"  # neighbor X bfd
+        for line in bfd_attachment(offloaded.plan, r2)))
     wait_until(sent_by_r2, 2, lambda left: AssertionError(f"r2's engine still runs {left}"),
     until=none_left)
-    attach_bfd(offloaded, r2)
+    finish_boot(offloaded, r2)
     # A new session sends at 1 s while Down (RFC 5880 6.8.3): r1 hears each within ~1 s.
     wait_until(not_followed, 5, lambda left: AssertionError(f"r1 does not follow {left}"),
     until=none_left)

@@ -3,7 +3,13 @@ from __future__ import annotations
 from harness.topology.augment import augment
 from harness.topology.loader import load_text
 from harness.topology.pipeline import plan_from_file
-from harness.topology.render import bfd_attachment, render_frr
+from harness.topology.render import (
+    FRR_HOLD_MS,
+    after_boot,
+    bfd_attachment,
+    boot_hold_ms,
+    render_frr,
+)
 from tests.conftest import TOPOLOGIES
 
 
@@ -50,15 +56,30 @@ def test_a_node_boots_without_bfd_on_its_sessions_and_gets_it_once_bgp_is_up() -
     (FRRouting/frr#17337): the profiles boot with the node, the sessions join them later."""
     plan = augment(load_text(PAIR.format(bgp="bgp: {bfd: {interval: 100ms}}\n")))
     leaf = plan.node("a")
-    boot = render_frr(plan, leaf, "/x", bfd_neighbours=False)
+    boot = render_frr(plan, leaf, "/x", boot=True)
     assert "profile fabric" in boot and " bfd profile" not in boot
-    commands = bfd_attachment(plan, leaf)
-    assert commands[:2] == ["configure terminal", f"router bgp {leaf.asn}"]
     full = render_frr(plan, leaf, "/x")
-    assert sorted(commands[2:]) == sorted(line.strip() for line in full.splitlines()
-                                          if " bfd profile " in line)
-    assert len(commands[2:]) == len(plan.sessions_of("a")) == 1  # one carries both families
+    lines = bfd_attachment(plan, leaf)
+    assert sorted(lines) == sorted(line.strip() for line in full.splitlines()
+                                   if " bfd profile " in line)
+    assert len(lines) == len(plan.sessions_of("a")) == 1  # one carries both families
+    assert after_boot(plan, leaf) == ["configure terminal", f"router bgp {leaf.asn}", *lines]
     assert bfd_attachment(augment(load_text(PAIR.format(bgp=""))), leaf) == []
+
+
+def test_zebra_gathers_a_big_labs_routes_while_it_boots_and_frr_holds_them_after() -> None:
+    """A boot config holds route changes for longer the more nodes the lab has; `after_boot`
+    puts FRR's own hold back, so a converged lab handles a failure as FRR does."""
+    small = augment(load_text(PAIR.format(bgp="")))
+    assert boot_hold_ms(small) is None and after_boot(small, small.node("a")) == []
+    assert "work-queue" not in render_frr(small, small.node("a"), "/x", boot=True)
+    big = plan_from_file(TOPOLOGIES / "fpf-64.yml")
+    hold = boot_hold_ms(big)
+    assert hold is not None and FRR_HOLD_MS < hold <= 1000
+    for node in big.nodes:
+        assert f"\nzebra work-queue {hold}\n" in render_frr(big, node, "/x", boot=True)
+        assert "work-queue" not in render_frr(big, node, "/x")
+        assert after_boot(big, node)[:2] == ["configure terminal", "no zebra work-queue"]
 
 
 def test_one_end_of_each_session_opens_it_the_upper_tier_waits() -> None:

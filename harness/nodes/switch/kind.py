@@ -132,9 +132,8 @@ class SaiKind(FrrKind):
         "nexthop_groups": "kernel nexthop groups, which SAI switches program ECMP into"}
     zebra_args = ("-M", "dplane_fpm_nl")
 
-    def config(self, lab: LabContext, node: NodePlan, frr: Frr, *,
-               bfd_neighbours: bool = True) -> str:
-        return super().config(lab, node, frr, bfd_neighbours=bfd_neighbours) + fpm_config()
+    def config(self, lab: LabContext, node: NodePlan, frr: Frr, *, boot: bool = False) -> str:
+        return super().config(lab, node, frr, boot=boot) + fpm_config()
 
     def before_frr(self, lab: LabContext, node: NodePlan, *, fresh: bool) -> None:
         """The rules and the SAI table outlive a crash, so only a fresh node gets rules and
