@@ -5,10 +5,10 @@ Deploys FPF labs of growing size (8 planes, SAI switches, BFD 100 ms x 3 on ever
 shape of fpf-64: up to 16 hosts per leaf, one spine per two leaves) one after the other, and
 prints per size: nodes, BGP session ends (two per session), deploy-to-converged time, RSS and
 PSS per node, CPU while the converged lab idles, and how long `labctl inspect` takes (median
-of five runs; below each row: the BGP keepalive and hold time the lab's size gave it, how
-many BGP session ends went down since the deploy began (none should), how often each node's
-BFD engine wakes while the lab idles, and the ARP and ND entries the host's neighbour tables
-hold for it). Then the growth
+of five runs; below each row: the BGP keepalive and hold time and the BFD interval the lab's
+size gave it (harness/topology/bgp_timers.py), how many BGP session ends went down since the
+deploy began (none should), how often each node's BFD engine wakes while the lab idles, and
+the ARP and ND entries the host's neighbour tables hold for it). Then the growth
 exponent of each (the slope of log cost over log nodes between the sizes that converged: 1 is
 linear). It stops at the first size that does not converge within --timeout
 and prints what stopped it.
@@ -119,6 +119,7 @@ def measure(hosts: int, bfd: str, share: str, host_echo: str | None, idle_s: flo
                                  cost.pss_mib / n, host_mib / n, cost.cpu_cores, inspect_s),
                        strict=True)),
             "dropped": dropped, "keepalive": lab.plan.keepalive, "hold": lab.plan.hold,
+            "bfd_ms": lab.plan.bfd.interval_ms if lab.plan.bfd else 0,
             "stages": stages, "stage_cpu": stage_cpu,
             "shared": lab.plan.share_memory, "merged_s": merged_s, "wakes": wakes,
             "arp": neighbours["ipv4"], "nd": neighbours["ipv6"]}, cost.cpu_by_command
@@ -205,9 +206,10 @@ def run_sizes(hosts: list[int], bfd: str, share: str, host_echo: str | None, idl
         merged = (f" (measured once merged, {row['merged_s']:.0f} s later)" if settle else
                   " (measured at once, ksmd still merging)") if row["shared"] else ""
         print(f"{'':>6} memory {'shared' + merged if row['shared'] else 'not shared'}; BGP timers "
-              f"{row['keepalive']:.0f} s / {row['hold']:.0f} s; session ends dropped since the "
-              f"deploy began: {row['dropped']:.0f}; BFD engines woke {row['wakes']:.1f} times "
-              f"a second each; neighbour entries: ARP {row['arp']:.0f}, ND {row['nd']:.0f}")
+              f"{row['keepalive']:.0f} s / {row['hold']:.0f} s, BFD every {row['bfd_ms']:.0f} ms; "
+              f"session ends dropped since the deploy began: {row['dropped']:.0f}; BFD engines "
+              f"woke {row['wakes']:.1f} times a second each; neighbour entries: "
+              f"ARP {row['arp']:.0f}, ND {row['nd']:.0f}")
         print(f"{'':>6} {row['nodes']:.0f} nodes, {row['session ends']:.0f} session ends, "
               f"converged in {row['converged (s)']:.1f} s: " + ", ".join(
                   f"{name} {took:.1f} s" for name, took in row["stages"].items()), flush=True)

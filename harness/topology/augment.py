@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.core.errors import TopologyError, TopologyProblem
 from harness.core.paths import LAB_NAME_RULE, is_lab_name
-from harness.topology.bgp_timers import bgp_timers
+from harness.topology.bgp_timers import bfd_interval_ms, bgp_timers
 from harness.topology.binds import parse_bind
 from harness.topology.fibre import one_way_delay_us
 from harness.topology.loader import LoadedTopology
@@ -190,7 +190,8 @@ def augment(loaded: LoadedTopology, name: str | None = None,
                       "with the daemons its daemons file names)" for c in skipped]
     bfd, probes = spec.bgp.bfd, spec.spray.probes
     keepalive, hold, timers_note = bgp_timers(spec.bgp, len(sessions))
-    notes += [timers_note] if timers_note else []
+    bfd_ms, bfd_note = bfd_interval_ms(bfd, len(sessions)) if bfd else (0, None)
+    notes += [note for note in (timers_note, bfd_note) if note]
     qos = plan_qos(loaded, nodes)
     # with a buffer the port engine queues first and the impairment comes after (the cable)
     if qos is not None and qos.buffer is None and (bypassed := bypassed_ports(links, nodes)):
@@ -201,7 +202,7 @@ def augment(loaded: LoadedTopology, name: str | None = None,
         keepalive=keepalive, hold=hold, nodes=node_plans, links=links,
         sessions=sessions, notes=notes,
         damping=spec.bgp.damping, srv6=srv6.plan, qos=qos,
-        bfd=BfdPlan(interval_ms=round(bfd.interval / 1000), multiplier=bfd.multiplier,
+        bfd=BfdPlan(interval_ms=bfd_ms, multiplier=bfd.multiplier,
                     host_echo_ms=round(bfd.host_echo / 1000) if bfd.host_echo else None,
                     offload=bfd.offload)
         if bfd else None,

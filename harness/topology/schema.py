@@ -230,6 +230,10 @@ class Bfd(_Strict):
     offload: bool = Field(
         True, description="run the sessions in each node's BFD offload (fl-bfd: one wake-up "
         "per tick for all sessions) rather than in bfdd's own packet loop (a wake-up per packet)")
+    budget_pps: int = Field(
+        20_000, ge=100, description="control packets a second of the whole lab at most: a "
+        "bigger lab's sessions send less often and find a failure as much later (printed at "
+        "deploy; echo keeps its own interval)")
 
 
 class Damping(_Strict):

@@ -168,6 +168,19 @@ def test_bgp_timers_the_topology_gives_are_kept() -> None:
     assert _timers(_chain(2, "{keepalive: 2, hold: 7}")) == (2, 7, [])
 
 
+def test_bfd_stretches_with_the_lab_past_its_packet_budget() -> None:
+    """Every session end sends a control packet each interval: past the budget they go out
+    less often, and the deploy says how late a dead link is found; within it, as asked."""
+    assert _chain(201, "{bfd: {interval: 100ms}}").bfd.interval_ms == 100  # 4,000 a second
+    plan = _chain(201, "{bfd: {interval: 100ms, budget_pps: 1000}, keepalive: 3}")
+    assert plan.bfd.interval_ms == 400 and plan.notes == [
+        "BFD every 400 ms, not 100 ms: 400 session ends stay within 1,000 control packets a "
+        "second (bgp.bfd.budget_pps); a dead link is found in 1200 ms"]
+    slower = _chain(201, "{bfd: {interval: 100ms, budget_pps: 1000}, keepalive_budget: 50}")
+    assert "BFD finds a dead link in 1200 ms" in slower.notes[0]  # the stretched detection
+    assert _chain(201, "{bfd: {interval: 1s, budget_pps: 1000}}").bfd.interval_ms == 1000
+
+
 def test_link_bandwidth_is_the_port_speed_of_both_ends_in_the_switch_document() -> None:
     text = """
 name: bw
