@@ -9,7 +9,7 @@ from harness.cli.console import make_console
 from harness.cli.labref import add_lab_arguments, is_topology, open_lab
 from harness.core.errors import LabError, UsageError
 from harness.runtime import images
-from harness.topology.export import export_clab, export_clabernetes
+from harness.topology.export import export_clab, export_clabernetes, left_behind
 from harness.topology.pipeline import plan_from_file
 
 out = make_console()
@@ -53,4 +53,6 @@ def export(args: argparse.Namespace) -> int:
         path.write_text(text)
     out.print(f"wrote {len(files)} files to {folder}/ (topology: "
               f"{folder / next(iter(files))})")
+    for line in left_behind(plan):
+        out.print(f"left behind: {line}", highlight=False)
     return 0

@@ -20,8 +20,6 @@ from harness.deploy.lab import Lab, lab_names, plan_of
 from harness.links import impair
 from harness.topology.plan import Endpoint, Impairment
 from harness.topology.units import (
-    format_duration_us,
-    format_rate_bps,
     parse_duration_us,
     parse_percent,
     parse_rate_bps,
@@ -84,22 +82,9 @@ def set_impairment(args: argparse.Namespace) -> int:
                             loss_pct=args.loss or 0.0, duplicate_pct=args.duplicate or 0.0,
                             rate_bps=args.rate)
     backend = impair.apply(lab, endpoint, impairment)
-    out.print(f"{lab.plan.name}/{endpoint}: {describe(impairment)} via {backend}",
+    out.print(f"{lab.plan.name}/{endpoint}: {impairment.describe()} via {backend}",
               highlight=False)
     return 0
-
-
-def describe(imp: Impairment) -> str:
-    parts = [f"delay {format_duration_us(imp.delay_us)}"]
-    if imp.jitter_us:
-        parts.append(f"jitter {format_duration_us(imp.jitter_us)}")
-    if imp.loss_pct:
-        parts.append(f"loss {imp.loss_pct:g}%")
-    if imp.duplicate_pct:
-        parts.append(f"duplicate {imp.duplicate_pct:g}%")
-    if imp.rate_bps:
-        parts.append(f"rate {format_rate_bps(imp.rate_bps)}")
-    return ", ".join(parts)
 
 
 def show(args: argparse.Namespace) -> int:
@@ -125,7 +110,7 @@ def show(args: argparse.Namespace) -> int:
         # kernel's, which tell nobody.
         late = (f"{c['late_p50_us']}/{c['late_p99_us']}/{c['late_max_us']} us"
                 if "late_p50_us" in c else "")
-        table.add_row(r.lab, str(r.endpoint), describe(r.impairment), r.backend,
+        table.add_row(r.lab, str(r.endpoint), r.impairment.describe(), r.backend,
                       r.health if r.health == "active" else f"[red]{r.health}[/]", frames, late)
     out.print(table)
     return 0

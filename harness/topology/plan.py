@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.topology.binds import Bind
 from harness.topology.schema import Damping, Kind, NodeBfd, Role
+from harness.topology.units import format_duration_us, format_rate_bps
 
 
 class _Plain(BaseModel):
@@ -52,6 +53,18 @@ class Impairment(_Plain):
     def is_clean(self) -> bool:
         return not (self.delay_us or self.jitter_us or self.loss_pct or self.duplicate_pct
                     or self.rate_bps or self.lossless)
+
+    def describe(self) -> str:
+        parts = [f"delay {format_duration_us(self.delay_us)}"]
+        if self.jitter_us:
+            parts.append(f"jitter {format_duration_us(self.jitter_us)}")
+        if self.loss_pct:
+            parts.append(f"loss {self.loss_pct:g}%")
+        if self.duplicate_pct:
+            parts.append(f"duplicate {self.duplicate_pct:g}%")
+        if self.rate_bps:
+            parts.append(f"rate {format_rate_bps(self.rate_bps)}")
+        return ", ".join(parts)
 
 
 class Interface(_Plain):

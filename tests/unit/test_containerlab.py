@@ -12,7 +12,7 @@ from harness.nodes.neighbours import Neighbour, is_up, parse
 from harness.topology.augment import augment
 from harness.topology.binds import bound_file, parse_bind
 from harness.topology.envsubst import expand
-from harness.topology.export import export_clab
+from harness.topology.export import export_clab, left_behind
 from harness.topology.frr_image import (
     FRR_STARTS,
     daemons_for_config,
@@ -172,6 +172,28 @@ def test_export_loads_back_as_frr_nodes_with_their_addresses(tmp_path: Path) -> 
     config = Path(spine.frr_config or "").read_text()
     assert f"ip address {plan.node('spine1').loopback4}/32" in config
     assert f"router bgp {plan.node('spine1').asn}" in config
+
+
+def test_export_names_what_it_leaves_behind_at_the_top_of_the_file() -> None:
+    """Nothing the lab runs beyond FRR is dropped silently: each is a line of the comment the
+    exported file starts with (and of the console's output)."""
+    images = {"switch": "fabric-lab/switch:t", "host": "fabric-lab/host:t"}
+    fpf = plan_from_file(TOPOLOGIES / "fpf-mini.yml")
+    lines = left_behind(fpf)
+    assert [line.split(" ", 1)[0] for line in lines] == ["SAI", "BFD", "hosts"]
+    assert lines[0].endswith(": p0-spine1, p0-leaf1, p0-leaf2, p1-spine1, p1-leaf1, p1-leaf2 "
+                             "and 18 more")
+    text = export_clab(fpf, images)["fpf-mini.clab.yml"]
+    comment = [line for line in text.splitlines() if line.startswith("#")]
+    assert comment[1:] == [f"# - {line}" for line in lines]
+    assert load_text(text).spec.name == "fpf-mini"  # still a topology file
+    bag = plan_from_file(TOPOLOGIES / "bag-mini.yml")
+    delayed = [link for link in bag.links if link.impairment.delay_us]
+    assert delayed and all(f"link {link.a} -- {link.b}: delay " in "\n".join(left_behind(bag))
+                           for link in delayed)
+    pair = plan_from_file(TOPOLOGIES / "pair.yml")  # FRR routers, clean links: all of it goes
+    assert left_behind(pair) == [] and not export_clab(pair, images)["pair.clab.yml"].startswith(
+        "#")
 
 
 def test_ignored_keys_are_reported_once() -> None:
