@@ -16,13 +16,18 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from harness.core.errors import LabError
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
+SAVE_CHUNK = 1 << 20
 
 
 def socket_path() -> str:
@@ -47,29 +52,53 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock.connect(self._path)
 
 
-def call(method: str, path: str, body: dict[str, Any] | None = None, *,
-         timeout: float = 120) -> Any:
-    """One API request; its decoded JSON answer, or a LabError with dockerd's message."""
+@contextmanager
+def _response(method: str, path: str, body: dict[str, Any] | None,
+              timeout: float) -> Iterator[http.client.HTTPResponse]:
+    """One API request's response, open while the caller reads it."""
     where = socket_path()
     connection = _UnixConnection(where, timeout)
     try:
         connection.request(method, path, None if body is None else json.dumps(body),
                            {"Content-Type": "application/json"})
-        response = connection.getresponse()
-        data = response.read()
+        yield connection.getresponse()
     except (OSError, http.client.HTTPException) as exc:
         raise LabError(f"dockerd does not answer on {where} ({exc}): `make docker` starts "
                        "one") from None
     finally:
         connection.close()
+
+
+def _decode(data: bytes) -> Any:
     try:
-        answer = json.loads(data) if data.strip() else None
+        return json.loads(data) if data.strip() else None
     except ValueError:  # an error page in plain text (a route this dockerd does not know)
-        answer = data.decode(errors="replace").strip()
+        return data.decode(errors="replace").strip()
+
+
+def _refusal(method: str, path: str, answer: Any) -> LabError:
+    message = answer.get("message", answer) if isinstance(answer, dict) else answer
+    return LabError(f"dockerd refused {method} {path.split('?')[0]}: {message}")
+
+
+def call(method: str, path: str, body: dict[str, Any] | None = None, *,
+         timeout: float = 120) -> Any:
+    """One API request; its decoded JSON answer, or a LabError with dockerd's message."""
+    with _response(method, path, body, timeout) as response:
+        answer = _decode(response.read())
     if response.status >= 400:
-        message = answer.get("message", answer) if isinstance(answer, dict) else answer
-        raise LabError(f"dockerd refused {method} {path.split('?')[0]}: {message}")
+        raise _refusal(method, path, answer)
     return answer
+
+
+def save_images(references: list[str], out: Path, *, timeout: float = 600) -> None:
+    """`docker save`: the images, with their tags, as one tarball at `out` (streamed)."""
+    path = "/images/get?" + "&".join(f"names={quote(r, safe='')}" for r in references)
+    with _response("GET", path, None, timeout) as response:
+        if response.status >= 400:
+            raise _refusal("GET", path, _decode(response.read()))
+        with out.open("wb") as tarball:
+            shutil.copyfileobj(response, tarball, SAVE_CHUNK)
 
 
 def version() -> str:

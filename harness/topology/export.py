@@ -8,12 +8,20 @@ from one ConfigMap per node, as its clabverter writes them.
 
 What the lab runs beyond FRR does not go with it yet; `left_behind` names each such thing and
 where, and the export says it on the console and at the top of the file it writes.
+
+A link's delay, jitter, loss and rate travel to containerlab through its own netem tooling:
+the clab export writes `impairments.sh`, `containerlab tools netem set` on the egress of both
+ends of each impaired link, as fabric-lab sets them, for a host whose kernel has sch_netem.
+
+The images are built here, with no registry: `--images` writes the ones the lab runs as one
+tarball beside the files, and a script that loads them into another host's docker, or pushes
+them to a registry a cluster pulls from (the files then name them there).
 """
 
 from __future__ import annotations
 
 from harness.topology.loader import dump_yaml
-from harness.topology.plan import LabPlan, NodePlan
+from harness.topology.plan import Impairment, LabPlan, NodePlan
 from harness.topology.render import render_frr
 from harness.topology.schema import Kind, Role
 
@@ -22,6 +30,10 @@ CONTAINER_LOG = "/var/log/frr/frr.log"
 FRR_START = "/usr/lib/frr/frrinit.sh start"
 CLABERNETES_API = "clabernetes.containerlab.dev/v1alpha1"
 NAMES_SHOWN = 6  # of a long list of nodes, the first few and how many more
+IMAGES_TARBALL = "images.tar"
+IMPAIRMENTS_SCRIPT = "impairments.sh"
+CLAB_PREFIX = "clab"  # containerlab's container of a node: clab-<lab>-<node>
+LOAD_SCRIPT = "load-images.sh"
 
 
 def interfaces_config(node: NodePlan) -> str:
@@ -49,8 +61,9 @@ def node_files(plan: LabPlan, node: NodePlan) -> dict[str, str]:
             f"{node.name}/daemons": daemons_file(daemons)}
 
 
-def left_behind(plan: LabPlan) -> list[str]:
-    """What the lab runs that its export does not, a line each, naming where."""
+def left_behind(plan: LabPlan, *, netem: bool = False) -> list[str]:
+    """What the lab runs that its export does not, a line each, naming where; `netem`: the
+    export sets the links' impairments through containerlab's netem tooling."""
     def nodes(kind: Kind) -> list[str]:
         return [n.name for n in plan.nodes if n.kind is kind]
 
@@ -67,9 +80,11 @@ def left_behind(plan: LabPlan) -> list[str]:
         probes = ", the data-plane probes" if plan.probes else ""
         lines.append(f"hosts use kernel ECMP over their planes: no per-packet spraying{probes} "
                      f"or BFD-steered plane failover: {some(hosts)}")
-    lines += [f"link {link.a} -- {link.b}: {link.impairment.describe()}"
-              + (" and a lossless class" if link.impairment.lossless else "") + " not applied"
-              for link in plan.links if not link.impairment.is_clean]
+    for link in plan.links:
+        stays = beyond_netem(link.impairment) if netem else [] if link.impairment.is_clean \
+            else [link.impairment.describe()]
+        if stays:
+            lines.append(f"link {link.a} -- {link.b}: {', '.join(stays)} not applied")
     if plan.qos:
         lines.append("the lossless RDMA class (DSCP and queue maps, ECN marking, PFC, the "
                      "switches' buffers) is not configured")
@@ -79,25 +94,83 @@ def left_behind(plan: LabPlan) -> list[str]:
     return lines
 
 
+def netem_flags(impairment: Impairment) -> list[str]:
+    """`containerlab tools netem set`'s flags for what it can set of an impairment."""
+    flags = [f"--delay {round(impairment.delay_us * 1000)}ns"] if impairment.delay_us else []
+    if impairment.jitter_us:
+        flags.append(f"--jitter {round(impairment.jitter_us * 1000)}ns")
+    if impairment.loss_pct:
+        flags.append(f"--loss {impairment.loss_pct:g}")
+    if impairment.rate_bps:
+        flags.append(f"--rate {max(1, impairment.rate_bps // 1000)}")  # kbit/s
+    return flags
+
+
+def beyond_netem(impairment: Impairment) -> list[str]:
+    """What containerlab's netem tooling cannot set of an impairment."""
+    return ([f"duplicate {impairment.duplicate_pct:g}%"] if impairment.duplicate_pct else []) \
+        + (["a lossless class"] if impairment.lossless else [])
+
+
+def impairments_script(plan: LabPlan) -> str | None:
+    """Sets the lab's link impairments on containerlab's nodes (None: it has none)."""
+    commands = [f"containerlab tools netem set -n {CLAB_PREFIX}-{plan.name}-{end.node} "
+                f"-i {end.iface} {' '.join(flags)}"
+                for link in plan.links if (flags := netem_flags(link.impairment))
+                for end in (link.a, link.b)]
+    if not commands:
+        return None
+    return "\n".join([
+        "#!/bin/sh",
+        "# Written by `labctl export`: each impaired link's delay, jitter, loss and rate, set on",
+        "# the egress of both of its ends as fabric-lab sets them. Run it after `containerlab",
+        "# deploy`, on a host whose kernel has sch_netem.", "set -eu", *commands]) + "\n"
+
+
 def some(names: list[str]) -> str:
     more = len(names) - NAMES_SHOWN
     return ", ".join(names[:NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
 
-def header(plan: LabPlan) -> str:
+def header(plan: LabPlan, *, netem: bool = False) -> str:
     """The comment a file the export writes starts with: what it leaves behind."""
-    lines = left_behind(plan)
+    lines = left_behind(plan, netem=netem)
     if not lines:
         return ""
     return (f"# exported by fabric-lab from {plan.source}; left behind (not in this file):\n"
             + "".join(f"# - {line}\n" for line in lines))
 
 
+def image_kind(node: NodePlan) -> str:
+    return "host" if node.role is Role.host else "switch"
+
+
+def used_images(plan: LabPlan, images: dict[str, str]) -> list[str]:
+    """The references of the images the lab's nodes run, each once."""
+    return sorted({images[image_kind(node)] for node in plan.nodes})
+
+
+def in_registry(reference: str, registry: str) -> str:
+    return f"{registry.rstrip('/')}/{reference}"
+
+
+def load_script(images: list[str], registry: str | None) -> str:
+    """Loads IMAGES_TARBALL into docker and, for an export written for a registry, tags and
+    pushes each image there."""
+    lines = ["#!/bin/sh", "# Written by `labctl export --images`: the images this lab runs, "
+             "built by fabric-lab.", "set -eu", 'cd "$(dirname "$0")"',
+             f"docker load -i {IMAGES_TARBALL}"]
+    for image in images if registry else []:
+        pushed = in_registry(image, registry)
+        lines += [f"docker tag {image} {pushed}", f"docker push {pushed}"]
+    return "\n".join(lines) + "\n"
+
+
 def clab_topology(plan: LabPlan, images: dict[str, str]) -> dict:
     """`images`: role-less image reference by kind of node ('switch', 'host')."""
     nodes = {}
     for node in plan.nodes:
-        image = images["host" if node.role is Role.host else "switch"]
+        image = images[image_kind(node)]
         nodes[node.name] = {
             "kind": "linux", "image": image,
             "labels": {**node.labels, "fabric-lab.role": node.role.value if node.role else ""},
@@ -114,10 +187,13 @@ def clab_topology(plan: LabPlan, images: dict[str, str]) -> dict:
 
 
 def export_clab(plan: LabPlan, images: dict[str, str]) -> dict[str, str]:
-    """Relative path -> text: `<lab>.clab.yml` and every node's files."""
-    files = {f"{plan.name}.clab.yml": header(plan) + dump_yaml(clab_topology(plan, images))}
+    """Relative path -> text: `<lab>.clab.yml`, every node's files and IMPAIRMENTS_SCRIPT."""
+    files = {f"{plan.name}.clab.yml": header(plan, netem=True)
+             + dump_yaml(clab_topology(plan, images))}
     for node in plan.nodes:
         files.update(node_files(plan, node))
+    if script := impairments_script(plan):
+        files[IMPAIRMENTS_SCRIPT] = script
     return files
 
 

@@ -4,8 +4,10 @@ listed capabilities, and every process of the lab inside its node's container.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +15,12 @@ import pytest
 
 from harness.core.wait import wait_until
 from harness.deploy.lab import Lab
-from harness.runtime import docker_engine
+from harness.runtime import docker_engine, images
 from harness.runtime.docker import CAPABILITIES, LAB_LABEL, NODE_LABEL
+from harness.testing.chaos import labctl
 from harness.testing.plugin import RUNTIME
+from harness.topology.export import IMAGES_TARBALL, LOAD_SCRIPT
+from tests.conftest import TOPOLOGIES
 from tests.e2e.conftest import deploy
 
 pytestmark = pytest.mark.skipif(RUNTIME != "docker", reason="the docker runtime's own "
@@ -98,3 +103,23 @@ def test_every_process_of_the_lab_is_in_its_nodes_container(lab: Lab) -> None:
         in_lab += 1
     agents = [n.name for n in lab.plan.nodes if n.kind.value == "sai"]
     assert in_lab >= 5 * len(agents)  # each switch: its four FRR daemons and its agent
+
+
+def test_export_writes_the_images_the_lab_runs_and_a_script_that_loads_them(
+        tmp_path: Path) -> None:
+    """The images are built here with no registry: the export carries them as one tarball
+    (docker save) that its script loads into docker, under the names the file gives."""
+    folder = tmp_path / "exported"
+    out = labctl("export", "-t", str(TOPOLOGIES / "clos.yml"), "--images", "-o", str(folder))
+    assert out.returncode == 0, out.stderr
+    built = {images.resolve(f"{images.REPOSITORY}/{kind}") for kind in images.IMAGES}
+    named = {line.split("image: ", 1)[1].strip() for line in
+             (folder / "clos.clab.yml").read_text().splitlines() if "image: " in line}
+    with tarfile.open(folder / IMAGES_TARBALL) as tarball:
+        manifest = json.load(tarball.extractfile("manifest.json"))
+    assert named == {tag for image in manifest for tag in image["RepoTags"]} == built
+    script = folder / LOAD_SCRIPT
+    assert os.access(script, os.X_OK)
+    loaded = subprocess.run([str(script)], capture_output=True, text=True, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr
+    assert all(f"Loaded image: {image}" in loaded.stdout for image in built), loaded.stdout

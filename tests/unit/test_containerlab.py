@@ -12,7 +12,16 @@ from harness.nodes.neighbours import Neighbour, is_up, parse
 from harness.topology.augment import augment
 from harness.topology.binds import bound_file, parse_bind
 from harness.topology.envsubst import expand
-from harness.topology.export import export_clab, left_behind
+from harness.topology.export import (
+    IMAGES_TARBALL,
+    IMPAIRMENTS_SCRIPT,
+    export_clab,
+    impairments_script,
+    in_registry,
+    left_behind,
+    load_script,
+    used_images,
+)
 from harness.topology.frr_image import (
     FRR_STARTS,
     daemons_for_config,
@@ -191,9 +200,55 @@ def test_export_names_what_it_leaves_behind_at_the_top_of_the_file() -> None:
     delayed = [link for link in bag.links if link.impairment.delay_us]
     assert delayed and all(f"link {link.a} -- {link.b}: delay " in "\n".join(left_behind(bag))
                            for link in delayed)
+    assert not any(line.startswith("link ") for line in left_behind(bag, netem=True))
     pair = plan_from_file(TOPOLOGIES / "pair.yml")  # FRR routers, clean links: all of it goes
     assert left_behind(pair) == [] and not export_clab(pair, images)["pair.clab.yml"].startswith(
         "#")
+
+
+def test_impairments_travel_through_containerlabs_netem_on_both_ends_of_each_link() -> None:
+    """As fabric-lab sets them: the egress of both ends, delay and jitter to the nanosecond;
+    what netem cannot set (duplication here) stays named as left behind."""
+    images = {"switch": "fabric-lab/switch:t", "host": "fabric-lab/host:t"}
+    bag = plan_from_file(TOPOLOGIES / "bag-mini.yml")
+    files = export_clab(bag, images)
+    commands = [line for line in files[IMPAIRMENTS_SCRIPT].splitlines()
+                if line.startswith("containerlab")]
+    delayed = [link for link in bag.links if link.impairment.delay_us]
+    assert len(commands) == 2 * len(delayed)
+    first = delayed[0]
+    assert commands[:2] == [
+        f"containerlab tools netem set -n clab-bag-mini-{end.node} -i {end.iface} "
+        f"--delay {round(first.impairment.delay_us * 1000)}ns" for end in (first.a, first.b)]
+    assert IMPAIRMENTS_SCRIPT not in export_clab(plan_from_file(TOPOLOGIES / "clos.yml"), images)
+    lossy = augment(load_text(
+        "name: l\ntopology:\n  nodes: {a: {role: leaf}, b: {role: spine}}\n  links:\n"
+        "    - {endpoints: [a:eth1, b:eth1], delay: 2ms, jitter: 100us, loss: 0.5%, "
+        "rate: 10Mbit, duplicate: 1%}\n"))
+    assert impairments_script(lossy).splitlines()[-1] == (
+        "containerlab tools netem set -n clab-l-b -i eth1 --delay 2000000ns --jitter 100000ns "
+        "--loss 0.5 --rate 10000")
+    assert left_behind(lossy, netem=True) == ["link a:eth1 -- b:eth1: duplicate 1% not applied"]
+
+
+def test_exported_images_are_loaded_and_pushed_under_the_names_the_file_gives() -> None:
+    """With a registry the files name the images there, and the script pushes them there;
+    without one it only loads them."""
+    images = {"switch": "fabric-lab/switch:abc", "host": "fabric-lab/host:abc"}
+    clos = plan_from_file(TOPOLOGIES / "clos.yml")
+    assert used_images(clos, images) == ["fabric-lab/host:abc", "fabric-lab/switch:abc"]
+    pair = plan_from_file(TOPOLOGIES / "pair.yml")
+    assert used_images(pair, images) == ["fabric-lab/switch:abc"]
+    assert load_script(["fabric-lab/switch:abc"], None).splitlines()[-1] == \
+        f"docker load -i {IMAGES_TARBALL}"
+    pushed = in_registry("fabric-lab/switch:abc", "registry.lab:5000/team/")
+    assert pushed == "registry.lab:5000/team/fabric-lab/switch:abc"
+    script = load_script(["fabric-lab/switch:abc"], "registry.lab:5000/team/")
+    assert script.splitlines()[-2:] == [f"docker tag fabric-lab/switch:abc {pushed}",
+                                        f"docker push {pushed}"]
+    text = export_clab(pair, {k: in_registry(v, "registry.lab:5000/team") for k, v in
+                              images.items()})["pair.clab.yml"]
+    assert f"image: {pushed}" in text
 
 
 def test_ignored_keys_are_reported_once() -> None:
