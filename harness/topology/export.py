@@ -81,8 +81,10 @@ def left_behind(plan: LabPlan, *, netem: bool = False) -> list[str]:
         lines.append(f"hosts use kernel ECMP over their planes: no per-packet spraying{probes} "
                      f"or BFD-steered plane failover: {some(hosts)}")
     for link in plan.links:
-        stays = beyond_netem(link.impairment) if netem else [] if link.impairment.is_clean \
-            else [link.impairment.describe()]
+        imp = link.impairment
+        stays = beyond_netem(imp) if netem else [
+            *([imp.describe()] if netem_flags(imp) or imp.duplicate_pct else []),
+            *(["a lossless class"] if imp.lossless else [])]
         if stays:
             lines.append(f"link {link.a} -- {link.b}: {', '.join(stays)} not applied")
     if plan.qos:
