@@ -72,15 +72,11 @@ def export(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     folder = Path(args.output or f"{plan.name}-{args.format}")
     if args.images:
-        folder.mkdir(parents=True, exist_ok=True)
-        docker_engine.save_images(used_images(plan, built), folder / IMAGES_TARBALL)
-        files[LOAD_SCRIPT] = load_script(used_images(plan, built), args.registry)
-    for relative, text in files.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        if path.suffix == ".sh":
-            path.chmod(0o755)
+        saved = used_images(plan, built)
+        files[LOAD_SCRIPT] = load_script(saved, args.registry)
+    write(folder, files)
+    if args.images:
+        docker_engine.save_images(saved, folder / IMAGES_TARBALL)
     out.print(f"wrote {len(files)} files to {folder}/ (topology: "
               f"{folder / next(iter(files))})")
     if IMPAIRMENTS_SCRIPT in files:
@@ -97,3 +93,17 @@ def export(args: argparse.Namespace) -> int:
     for line in left_behind(plan, netem=args.format == "clab"):
         out.print(f"left behind: {line}", highlight=False)
     return 0
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    """The export's files under `folder`, its scripts executable."""
+    try:
+        for relative, text in files.items():
+            path = folder / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if path.suffix == ".sh":
+                path.chmod(0o755)
+    except OSError as exc:
+        raise LabError(f"cannot write the export to {folder}/: {exc.strerror} "
+                       f"({exc.filename}); give -o a folder you can write") from None

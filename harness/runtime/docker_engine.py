@@ -16,7 +16,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,13 +91,22 @@ def call(method: str, path: str, body: dict[str, Any] | None = None, *,
 
 
 def save_images(references: list[str], out: Path, *, timeout: float = 600) -> None:
-    """`docker save`: the images, with their tags, as one tarball at `out` (streamed)."""
+    """`docker save`: the images, with their tags, as one tarball at `out` (streamed). A file
+    that cannot be written is said as such, not as dockerd not answering."""
     path = "/images/get?" + "&".join(f"names={quote(r, safe='')}" for r in references)
     with _response("GET", path, None, timeout) as response:
         if response.status >= 400:
             raise _refusal("GET", path, _decode(response.read()))
-        with out.open("wb") as tarball:
-            shutil.copyfileobj(response, tarball, SAVE_CHUNK)
+        try:
+            tarball = out.open("wb")
+        except OSError as exc:
+            raise LabError(f"cannot write the images to {out}: {exc}") from None
+        with tarball:
+            while chunk := response.read(SAVE_CHUNK):
+                try:
+                    tarball.write(chunk)
+                except OSError as exc:
+                    raise LabError(f"cannot write the images to {out}: {exc}") from None
 
 
 def version() -> str:
