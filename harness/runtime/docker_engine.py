@@ -54,7 +54,9 @@ class _UnixConnection(http.client.HTTPConnection):
 @contextmanager
 def _response(method: str, path: str, body: dict[str, Any] | None,
               timeout: float) -> Iterator[http.client.HTTPResponse]:
-    """One API request's response, open while the caller reads it."""
+    """One API request's response, open while the caller reads it. An OSError raised in the
+    caller's block is taken for dockerd's socket failing: a caller doing other I/O there
+    (save_images, its file) says its own errors as LabError."""
     where = socket_path()
     connection = _UnixConnection(where, timeout)
     try:

@@ -189,8 +189,8 @@ def augment(loaded: LoadedTopology, name: str | None = None,
             notes += [f"{node_name}: exec {c!r} skipped (its FRR is started by fabric-lab, "
                       "with the daemons its daemons file names)" for c in skipped]
     bfd, probes = spec.bgp.bfd, spec.spray.probes
-    keepalive, hold, timers_note = bgp_timers(spec.bgp, len(sessions))
-    bfd_ms, bfd_note = bfd_interval_ms(bfd, len(sessions)) if bfd else (0, None)
+    bfd_ms, bfd_note = bfd_interval_ms(bfd, len(sessions)) if bfd else (None, None)
+    keepalive, hold, timers_note = bgp_timers(spec.bgp, len(sessions), bfd_ms)
     notes += [note for note in (timers_note, bfd_note) if note]
     qos = plan_qos(loaded, nodes)
     # with a buffer the port engine queues first and the impairment comes after (the cable)

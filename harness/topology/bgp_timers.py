@@ -27,11 +27,13 @@ LONGEST_KEEPALIVE = 60  # s, FRR's `frr defaults traditional`
 HOLD_PER_KEEPALIVE = 3  # RFC 4271 10: the suggested hold time is three keepalives
 
 
-def bgp_timers(bgp: BgpSettings, session_ends: int) -> tuple[int, int, str | None]:
+def bgp_timers(bgp: BgpSettings, session_ends: int,
+               bfd_ms: int | None) -> tuple[int, int, str | None]:
     """Keepalive and hold time in seconds, and a note for deploy when the lab's size set them.
 
     A timer the topology gives is kept, and the other follows it; without BFD the hold time
-    is what finds a failure, so it stays short however big the lab."""
+    is what finds a failure, so it stays short however big the lab. `bfd_ms`: the lab's BFD
+    interval (`bfd_interval_ms`), for the note."""
     if bgp.keepalive is not None or bgp.hold is not None:
         keepalive = bgp.keepalive or max(1, bgp.hold // HOLD_PER_KEEPALIVE)
         return keepalive, bgp.hold or keepalive * HOLD_PER_KEEPALIVE, None
@@ -42,7 +44,7 @@ def bgp_timers(bgp: BgpSettings, session_ends: int) -> tuple[int, int, str | Non
     hold = keepalive * HOLD_PER_KEEPALIVE
     if keepalive == DATACENTER_KEEPALIVE:
         return keepalive, hold, None
-    detect_ms = bfd_interval_ms(bgp.bfd, session_ends)[0] * bgp.bfd.multiplier
+    detect_ms = (bfd_ms or 0) * bgp.bfd.multiplier
     return keepalive, hold, (
         f"BGP keepalive every {keepalive} s, hold time {hold} s (not {DATACENTER_KEEPALIVE} s "
         f"and {DATACENTER_KEEPALIVE * HOLD_PER_KEEPALIVE} s): {session_ends:,} session ends "
