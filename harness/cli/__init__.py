@@ -14,6 +14,7 @@ from rich.markup import escape
 from harness.cli import (
     access,
     ansible,
+    capture,
     doctor,
     exercise,
     export,
@@ -33,8 +34,8 @@ from harness.cli import (
 from harness.cli.console import make_console
 from harness.core.errors import CheckFailed, FabricLabError
 
-COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem, rdma,
-                  sai, srv6, headroom, platform, gen, ansible, exercise)
+COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem,
+                  capture, rdma, sai, srv6, headroom, platform, gen, ansible, exercise)
 console = make_console(stderr=True)
 
 

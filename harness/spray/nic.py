@@ -106,6 +106,7 @@ class SprayView:
     bfd_down: frozenset[int]  # planes whose BFD session bfdd reports down
     drained: dict[str, dict[int, str]]  # address -> {plane: "silent" | "loss"}, by the probes
     routes: dict[str, list[int]]  # address -> planes zebra has a next hop on
+    changes: int  # spray-set rewrites since the agent started (each restarts the round robin)
 
     def planes_to(self, address: str) -> set[int]:
         return set(self.spray.get(address, ()))
@@ -123,7 +124,7 @@ def read_spray(lab: LabContext, host: str) -> SprayView | None:
                      bfd_down=frozenset(state.get("bfd_down", ())),
                      drained={dst: {int(p): why for p, why in planes.items()}
                               for dst, planes in state.get("drained", {}).items()},
-                     routes=state.get("routes", {}))
+                     routes=state.get("routes", {}), changes=state["changes"])
 
 
 def planes_to_hosts(lab: LabContext, host: str, view: SprayView | None = None

@@ -12,7 +12,10 @@ import signal
 import time
 
 import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.utils import rdpcap
 
+from harness.instruments.pcapng import INBOUND, OUTBOUND
 from harness.nodes.rdma.engine import Settings
 from harness.spray import probe
 from harness.spray.agent import JOIN_BATCH_S
@@ -25,6 +28,7 @@ from harness.spray.nic import (
     wait_spray,
 )
 from harness.testing import plan_from
+from harness.testing.capture import labctl_capture
 from harness.testing.chaos import labctl
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
@@ -147,6 +151,67 @@ def test_a_stalled_host_drains_nothing(lab, traffic):
     result = traffic.flow("host3", "host1", count=2_000, rate_pps=RATE)
     assert result.lost == 0 and set(result.per_plane) == PLANES, result
     assert {h: read_spray(lab, h).switched_ns for h in HOSTS} == before
+
+
+def test_one_capture_shows_bfd_stop_and_the_flow_leave_a_plane_that_goes_down(
+        lab, faults, traffic, tmp_path):
+    """`labctl capture` of host1's eight NICs and the plane-3 leaf's end of their link, as a
+    user runs it, stopped by Ctrl-C: one pcapng in time order across ports, in which the
+    leaf's BFD stops once the fault is in place while host1's goes on (both directions of a
+    port), every flow packet is received after it was sent, and the flow leaves plane 3 when
+    host1's agent says it switched (give or take a packet interval for a packet marked just
+    before), its share going to the seven others."""
+    host1, host3 = lab.plan.node("host1"), lab.plan.node("host3")
+    nic3 = next(i for i in host1.interfaces if lab.plan.node(i.peer.node).plane == 3)
+    session = next(s for s in lab.plan.sessions_of("host1") if s.iface == nic3.name)
+    nic_end, leaf_end = f"host1:{nic3.name}", str(nic3.peer)
+    pcap = tmp_path / "plane-down.pcapng"
+    changes = read_spray(lab, "host1").changes
+    with labctl_capture(lab, ["host1", leaf_end], "udp port 3784 or udp port 7000",
+                        pcap) as said:
+        assert "capturing on 9 ports" in said[0]
+        result = traffic.flow("host1", "host3", count=8_000, rate_pps=RATE,
+                              actions=[(1.0, "plane 3 down", lambda: faults.plane_down(3))])
+    assert "stopped by a signal" in said[-1], said
+    realtime = time.time_ns() - time.monotonic_ns()  # faults and agents stamp monotonic
+    applied = faults.history[-1].applied_ns + realtime
+    view = read_spray(lab, "host1")
+    switched = view.switched_ns[host3.loopback4][1] + realtime
+    restarts = view.changes - changes  # each nft rewrite restarts the round robin
+
+    frames = rdpcap(str(pcap))
+    stamps = [int(f.time * 10**9) for f in frames]
+    assert stamps == sorted(stamps), "frames are not in time order across ports"
+    ports = {f.sniffed_on for f in frames}
+    assert ports == {f"host1:{i.name}" for i in host1.interfaces} | {leaf_end}, ports
+
+    def seen(port, direction, dport, src):
+        """(UDP payload, time) of what `port` sent or received to `dport` from `src`."""
+        return [(bytes(f[UDP].payload), t) for f, t in zip(frames, stamps, strict=True)
+                if f.sniffed_on == port and f.direction == direction and UDP in f
+                and f[UDP].dport == dport and f[IP].src == src]
+    for port, direction in ((leaf_end, OUTBOUND), (nic_end, INBOUND)):
+        leaf_bfd = [t for _, t in seen(port, direction, 3784, session.peer_ip)]
+        assert any(applied - 10**9 < t < applied for t in leaf_bfd), port
+        assert leaf_bfd[-1] < applied, f"{port}: the leaf's BFD after the fault was in place"
+    for port, direction in ((nic_end, OUTBOUND), (leaf_end, INBOUND)):
+        assert any(t > switched for _, t in seen(port, direction, 3784, session.local_ip))
+
+    def flow(port, direction):
+        return dict(seen(port, direction, 7000, host1.loopback4))  # payloads carry a seq
+    sent, received = flow(nic_end, OUTBOUND), flow(leaf_end, INBOUND)
+    assert received and received.keys() <= sent.keys()
+    assert all(received[k] >= sent[k] for k in received), "received before it was sent"
+    assert max(sent.values()) < switched + 10**9 / RATE, "plane 3 took the flow after the switch"
+    per_plane = {lab.plan.node(i.peer.node).plane: flow(f"host1:{i.name}", OUTBOUND).values()
+                 for i in host1.interfaces}
+    assert sum(map(len, per_plane.values())) == result.sent
+    before = {p: sum(t < applied for t in ts) for p, ts in per_plane.items()}
+    after = {p: sum(t > switched for t in ts) for p, ts in per_plane.items()}
+    assert after[3] == 0, after
+    for share, planes in ((before, PLANES), (after, PLANES - {3})):
+        even = sum(share.values()) / len(planes)
+        assert all(abs(share[p] - even) <= 1 + restarts for p in planes), (share, restarts)
 
 
 def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):

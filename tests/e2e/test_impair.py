@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -16,14 +17,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import UDP
+from scapy.utils import PcapNgReader
 
 from harness.core.errors import LabError
 from harness.core.paths import lab_dir, lab_netns_prefix
 from harness.deploy.lab import Lab
+from harness.instruments.pcapng import INBOUND, OUTBOUND
 from harness.links import impair
 from harness.links.impair.backend import CHOICE_ENV
 from harness.linux.features import feature, has
 from harness.linux.nsenter import list_netns
+from harness.testing.capture import labctl_capture
 from harness.testing.hoststate import processes_mentioning
 from harness.testing.load import WakeupLateness
 from harness.testing.plugin import RUNTIME
@@ -167,6 +172,34 @@ def test_live_delay_change_keeps_bgp(lab: Lab, warm: None) -> None:
         assert set(lab.frr("r1").bgp_peer_states().values()) == {"Established"}
     finally:
         impair.clear(lab, R1)
+
+
+def test_a_capture_sees_both_directions_of_an_impaired_port(lab: Lab, path: str,
+                                                           warm: None) -> None:
+    """Issue 42: tcpdump on r1:eth1 would see only what it receives once the userspace engine
+    takes its egress. `labctl capture` of both ends: every frame r1 sends is in the file
+    as r1's outbound and then r2's inbound. The userspace engine's frames are stamped where
+    tc hands them to it (as they enter the link), so r2 hears them one delay later; netem's
+    qdisc delays them before the port's taps, so they are stamped as they leave."""
+    delay_us, pcap = 2000, lab.dir / "both-ways.pcapng"
+    impair.apply(lab, R1, Impairment(delay_us=delay_us))
+    try:
+        with WakeupLateness(period_s=0.001, exact=True) as load, \
+                labctl_capture(lab, ["r1:eth1", "r2:eth1"], "udp port 7000", pcap):
+            result = run_flow(lab, "r1", "r2", count=200, rate_pps=1000)
+    finally:
+        impair.clear(lab, R1)
+    frames = PcapNgReader(str(pcap)).read_all()
+    sent = {bytes(f[UDP].payload): f.time for f in frames
+            if (f.sniffed_on, f.direction) == ("r1:eth1", OUTBOUND)}
+    heard = {bytes(f[UDP].payload): f.time for f in frames
+             if (f.sniffed_on, f.direction) == ("r2:eth1", INBOUND)}
+    assert len(sent) == len(heard) == result.sent == result.received == 200, result
+    assert sent.keys() == heard.keys()
+    taken_us = statistics.median(float(heard[k] - sent[k]) * 1e6 for k in sent)
+    expected_us = delay_us if path == "userspace" else 0
+    assert abs(taken_us - expected_us) <= delay_bound_us(delay_us, load.median_ms * 1000), \
+        (taken_us, expected_us)
 
 
 def _stall(lab: Lab) -> None:

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from scapy.utils import rdpcap
 
 from bench.deploy import run_mininet
 from harness.testing import chaos
@@ -39,13 +40,18 @@ def test_mininet_cli_drives_the_lab_and_its_end_destroys_it() -> None:
     assert not leftovers("e2emn") and not processes_mentioning(SERVER)
 
 
-def test_detached_mininet_lab_is_inspected_and_destroyed() -> None:
+def test_detached_mininet_lab_is_inspected_captured_and_destroyed(tmp_path: Path) -> None:
     out = labctl("deploy", str(TOPOLOGIES / "pair.yml"), "--name", "e2emnd", "--runtime",
                  "mininet")
     try:
         assert out.returncode == 0, out.stderr
         assert processes_mentioning(SERVER)
         assert labctl("inspect", "e2emnd").returncode == 0
+        pcap = tmp_path / "bgp.pcapng"  # BGP's keepalives, sent and heard at both ends
+        captured = labctl("capture", "e2emnd", "r1--r2", "-f", "tcp port 179", "-c", "4",
+                          "-w", str(pcap))
+        assert captured.returncode == 0 and "4 frames to" in captured.stderr, captured
+        assert {f.sniffed_on for f in rdpcap(str(pcap))} == {"r1:eth1", "r2:eth1"}
     finally:
         assert labctl("destroy", "e2emnd").returncode == 0
     assert not leftovers("e2emnd") and not processes_mentioning(SERVER)

@@ -12,7 +12,8 @@ def view(*, bfd_down: set[int] = frozenset(), drained: dict[str, dict[int, str]]
          routes: dict[str, list[int]] | None = None) -> SprayView:
     return SprayView(alive=True, nics={}, spray={}, last_reaction_ms=None, switched_ns={},
                      bfd_down=frozenset(bfd_down), drained=drained or {},
-                     routes=routes if routes is not None else {a: [0, 6] for a in HOSTS})
+                     routes=routes if routes is not None else {a: [0, 6] for a in HOSTS},
+                     changes=1)
 
 
 def test_bfd_down_names_bfd_whatever_else_holds() -> None:
