@@ -16,6 +16,7 @@ from harness.cli import (
     ansible,
     capture,
     doctor,
+    events,
     exercise,
     export,
     fault,
@@ -35,7 +36,7 @@ from harness.cli.console import make_console
 from harness.core.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem,
-                  capture, rdma, sai, srv6, headroom, platform, gen, ansible, exercise)
+                  capture, events, rdma, sai, srv6, headroom, platform, gen, ansible, exercise)
 console = make_console(stderr=True)
 
 

@@ -18,6 +18,7 @@ from rich.table import Table
 from harness.cli.console import make_console
 from harness.cli.lifecycle import as_typed, progress_bars, require_root
 from harness.core.errors import CheckFailed, LabError
+from harness.core.events import Event, record
 from harness.deploy.lab import Lab, deploy, destroy_lab
 from harness.runtime import RUNTIMES
 from harness.training.attempt import Attempt, begin, open_attempt, running
@@ -124,6 +125,9 @@ def check(lab: Lab, attempt: Attempt, *, as_json: bool = False) -> int:
     ex = attempt.load_exercise()
     results = run_checks(lab, ex.checks)
     solved = all(r.ok for r in results)
+    record(lab.dir, [Event(time.time(), "exercise", "passed" if r.ok else "failed", None,
+                           {"exercise": ex.name, "check": r.check, "found": r.found})
+                     for r in results])
     if solved:
         attempt = attempt.solved(lab)
     if as_json:

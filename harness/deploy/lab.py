@@ -10,14 +10,17 @@ import contextlib
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.errors import LabError
+from harness.core.events import say
 from harness.core.paths import is_lab_name, lab_dir, labs_root
 from harness.deploy.converge import Convergence
 from harness.deploy.stages import Progress, Stage, deploy_stages
 from harness.faults.evidence import archive
+from harness.instruments.recording import start_recorder
 from harness.linux import ksm
 from harness.linux.features import hold_neighbour_limits, neighbour_room, release_neighbour_limits
 from harness.linux.journal import Journal
@@ -95,7 +98,7 @@ class Lab(LabContext):
             except BaseException:
                 self.destroy()
                 raise
-        result = None
+        result, began = None, time.monotonic()
         for stage in stages:
             try:
                 result = stage.run(self, progress)
@@ -107,7 +110,22 @@ class Lab(LabContext):
                     self.destroy()
                 raise
         self.convergence = result
+        if result is not None:
+            self._record(result, time.monotonic() - began)
         return result
+
+    def _record(self, result: Convergence, seconds: float) -> None:
+        """From here on the lab keeps its event record: the deploy's own event, then what the
+        recorder sees (a lab that is not whole, a timed-out deploy kept to look at, too)."""
+        say(self.dir, "deploy", "converged" if result.done else "timed out",
+            nodes=len(self.plan.nodes), seconds=round(seconds, 3),
+            sessions=result.sessions_total, sessions_down=len(result.sessions_down),
+            routes=result.routes_total, nodes_short=sorted(result.nodes_short()))
+        try:
+            start_recorder(self)
+        except BaseException:
+            self.destroy()
+            raise
 
     def _claim(self) -> None:
         """Refuse to deploy over an existing lab; then write the plan before touching the kernel."""

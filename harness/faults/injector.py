@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import LabError
+from harness.core.events import say_at
 from harness.faults import filters, records, steps
 from harness.faults.records import Record, Undo
 from harness.links import impair
@@ -189,14 +190,18 @@ class Faults:
         fault = Fault(record, injected, applied_ns=time.monotonic_ns())
         records.save(self.lab.dir, record)
         self.history.append(fault)
+        say_at(self.lab.dir, record.injected_at, "fault", "applied", id=record.id,
+               fault=str(record), in_place_ms=round((fault.applied_ns - injected) / 1e6, 3))
         return fault
 
     def undo(self, fault: Fault) -> None:
         if fault.undone_ns is not None:
             return
-        fault.undone_ns = time.monotonic_ns()
+        fault.undone_ns, began = time.monotonic_ns(), time.time()
         restore(self.lab, fault.record, self.catalog)
         records.remove(self.lab.dir, fault.id)
+        say_at(self.lab.dir, began, "fault", "undone", id=fault.id, fault=str(fault),
+               took_ms=round((time.monotonic_ns() - fault.undone_ns) / 1e6, 3))
 
     def _undo_matching(self, kind: str, target: str) -> Fault:
         for fault in reversed(self.active):

@@ -27,11 +27,12 @@ from harness.core.paths import (
     FRR_STATE,
     bfd_socket_dir,
     bfd_socket_dirs,
+    bfdd_socket,
     frr_pathspace,
 )
 from harness.linux.journal import Journal
 from harness.nodes.base import Evidence
-from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, start_engine
+from harness.nodes.bfd.offload import ENGINE, bfdd_args, engine_state, feed_path, start_engine
 from harness.nodes.neighbours import answers, declared_of, is_up
 from harness.nodes.router_id import router_ids
 from harness.nodes.vty import vty_show
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from harness.runtime.context import LabContext
 
 DAEMONS = ("zebra", "bgpd", "staticd", "bfdd")
+CONFIG_LOG = "frr.log"  # a fabric node's config logs every daemon here, to the microsecond
 START_TIMEOUT_S = 20.0
 ANSWER_TIMEOUT_S = 30.0
 NODES_PER_CORE = 25  # up to this many nodes per core, the nominal timeouts hold
@@ -79,6 +81,16 @@ def frr_of(lab: LabContext, name: str) -> Frr:
     return Frr(node, lab.node_dir(name), frr_pathspace(lab.plan.name, name),
                bfd_dir=bfd_socket_dir(lab.plan.name, name) if offload else None,
                patience=patience(len(lab.plan.nodes)))
+
+
+def bfd_news(lab: LabContext, name: str) -> dict[str, str]:
+    """Where, inside the node, its BFD sessions' changes are told (to its spray agent, to the
+    lab's recorder): the offload engine's feed when the node runs one, else bfdd's own control
+    socket."""
+    frr = frr_of(lab, name)
+    if frr.bfd_dir is not None:
+        return {"engine": str(feed_path(frr.bfd_dir))}
+    return {"bfdd": str(bfdd_socket(lab.plan.name, name))}
 
 
 class Frr:
@@ -197,12 +209,15 @@ class Frr:
         directories (as the node's own frr user: an image's may have another uid than the
         host's), zebra starts first and the others once its zserv socket is there (they
         connect to it), then vtysh applies `config` when every daemon's vty answers, its
-        router IDs first (router_id.py says why). A step that fails exits START_FAILED with
+        router IDs first (router_id.py says why). The daemons log in UTC, whatever
+        the host's or the image's zone, so their log lines are one clock (harness/instruments/
+        recorder.py reads bgpd's). A step that fails exits START_FAILED with
         the reason on stderr; vtysh's own output, refused lines included, is the command's
         stdout."""
         dirs = [self.run_dir, self.log_dir, *([self.bfd_dir] if self.bfd_dir else [])]
         polls = round(self.start_timeout / POLL_S)
-        steps = [f'fail() {{ echo "$*" >&2; exit {START_FAILED}; }}',
+        steps = ["export TZ=UTC",  # logs stamped alike on every runtime (the lab's recorder)
+                 f'fail() {{ echo "$*" >&2; exit {START_FAILED}; }}',
                  f'wait_for() {{ n=0; while [ ! -e "$1" ]; do n=$((n + 1)); '
                  f'[ "$n" -le {polls} ] || fail "$1 did not appear within '
                  f'{self.start_timeout:.0f}s"; sleep {POLL_S}; done; }}',
@@ -329,7 +344,7 @@ class FrrKind:
         if node.user_configured:
             text = Path(node.frr_config).read_text() if node.frr_config else ""
             return log_paths_in_lab(text, frr.log_dir)
-        return render_frr(lab.plan, node, str(frr.log_dir / "frr.log"), boot=boot)
+        return render_frr(lab.plan, node, str(frr.log_dir / CONFIG_LOG), boot=boot)
 
     def start(self, lab: LabContext, node: NodePlan) -> None:
         """A fabric node boots with its boot config, which `finish_boot` makes its frr.conf

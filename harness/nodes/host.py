@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.core.paths import bfdd_socket
-from harness.nodes.bfd.offload import feed_path
-from harness.nodes.frr import FrrKind, frr_of, patience, worse_state
+from harness.nodes.frr import FrrKind, bfd_news, patience, worse_state
 from harness.spray.nic import spray_status, start_sprayer, wait_sprayer
 from harness.topology.plan import NodePlan
 
@@ -26,24 +24,15 @@ class HostKind(FrrKind):
         re-sprayed at every route a converging lab added, N hosts each reacting to N hosts'
         routes (at 224 nodes a quarter of the start stage's CPU). A restart after a crash
         starts it at once: the routes are there."""
-        start_sprayer(lab, node, bfd_news(lab, node))
+        start_sprayer(lab, node, bfd_news(lab, node.name))
         wait_sprayer(lab, node, SPRAYER_START_S * patience(len(lab.plan.nodes)))
 
     def restart(self, lab: LabContext, node: NodePlan) -> None:
         super().restart(lab, node)
-        start_sprayer(lab, node, bfd_news(lab, node))
+        start_sprayer(lab, node, bfd_news(lab, node.name))
 
     def status(self, lab: LabContext, node: NodePlan) -> dict[str, Any]:
         """Adds columns `nics` and `planes`."""
         status = super().status(lab, node)
         spray = spray_status(lab, node)
         return {**status, **spray, "state": worse_state(status["state"], spray["state"])}
-
-
-def bfd_news(lab: LabContext, node: NodePlan) -> dict[str, str]:
-    """Where the sprayer hears of its planes' BFD sessions: the offload engine's feed when the
-    lab runs one, else bfdd's own control socket."""
-    frr = frr_of(lab, node.name)
-    if frr.bfd_dir is not None:
-        return {"engine": str(feed_path(frr.bfd_dir))}
-    return {"bfdd": str(bfdd_socket(lab.plan.name, node.name))}

@@ -50,6 +50,10 @@ class Runtime(Protocol):
     def netns_path(self, node: str) -> str:
         """A path that setns(2) accepts for the node's network namespace."""
 
+    def host_path(self, node: str, path: Path) -> Path:
+        """Where the host reaches a path of the node's own filesystem (a daemon's socket
+        outside the lab directory)."""
+
     def run(self, node: str, argv: Sequence[str], *, timeout: float | None = 60,
             input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         """Run a command inside the node and capture its output as text."""

@@ -179,6 +179,9 @@ class DockerRuntime:
     def netns_path(self, node: str) -> str:
         return f"/proc/{self.init_pid(node)}/ns/net"
 
+    def host_path(self, node: str, path: Path) -> Path:
+        return Path(f"/proc/{self.init_pid(node)}/root") / path.relative_to("/")
+
     def run(self, node: str, argv: Sequence[str], *, timeout: float | None = 60,
             input: str | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         interactive = ["-i"] if input is not None else []

@@ -44,6 +44,9 @@ class NetnsRuntime:
     def netns_path(self, node: str) -> str:
         return f"{NETNS_RUN_DIR}/{netns_name(self.lab, node)}"
 
+    def host_path(self, node: str, path: Path) -> Path:
+        return path  # nodes share the host's files
+
     def prepare(self, plan: LabPlan, image_of: ImageOf) -> LabPlan:
         """Which binds each node's processes get (those whose target exists on the host's
         filesystem, which netns nodes share), and what each image became."""

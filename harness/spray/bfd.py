@@ -73,6 +73,8 @@ class BfdWatch:
             data = self.sock.recv(65536)
         except BlockingIOError:
             return []
+        except ConnectionResetError:  # killed with our request unread (a node crash)
+            data = b""
         if not data:
             self.sock.close()
             return None
@@ -101,6 +103,8 @@ class EngineWatch:
                 message = self.sock.recv(512)
             except BlockingIOError:
                 return states
+            except ConnectionResetError:  # killed with our messages unread (a node crash)
+                message = b""
             if not message:
                 self.sock.close()
                 return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.errors import LabError
+from harness.core.events import say_at
 from harness.spray.nic import nic_planes
 from harness.traffic.analysis import FlowResult, analyse
 from harness.traffic.wire import MIN_SIZE
@@ -72,7 +73,20 @@ def run_flow(lab: LabContext, src: str, dst: str, *, rate_pps: float = 2000, cou
     arrivals = json.loads(Path(recv_file).read_text())
     send_log.unlink()
     recv_file.unlink()
-    return analyse(src, dst, send_ns, arrivals, nic_planes(lab.plan, dst_node), rate_pps, marks)
+    result = analyse(src, dst, send_ns, arrivals, nic_planes(lab.plan, dst_node), rate_pps,
+                     marks)
+    say_flow(lab, result)
+    return result
+
+
+def say_flow(lab: LabContext, result: FlowResult) -> None:
+    """The flow in the lab's event record, stamped when it began: what it sent and lost, and
+    its loss window from that start (the report's outage is last - first + one interval)."""
+    wall_ns = time.time_ns() - time.monotonic_ns()  # the flow stamped CLOCK_MONOTONIC
+    say_at(lab.dir, (result.start_ns + wall_ns) / 1e9, "flow", "ran", result.src,
+           dst=result.dst, sent=result.sent, received=result.received, lost=result.lost,
+           rate_pps=result.rate_pps, duration_s=result.duration_s,
+           first_loss_s=result.first_loss_s, last_loss_s=result.last_loss_s)
 
 
 def run_actions(actions: Sequence[Action], started_ns: int) -> dict[str, int]:

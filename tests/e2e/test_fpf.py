@@ -15,6 +15,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
 
+from harness.core.wait import wait_until
 from harness.instruments.pcapng import INBOUND, OUTBOUND
 from harness.nodes.rdma.engine import Settings
 from harness.spray import probe
@@ -212,6 +213,63 @@ def test_one_capture_shows_bfd_stop_and_the_flow_leave_a_plane_that_goes_down(
     for share, planes in ((before, PLANES), (after, PLANES - {3})):
         even = sum(share.values()) / len(planes)
         assert all(abs(share[p] - even) <= 1 + restarts for p in planes), (share, restarts)
+
+
+def test_the_event_record_of_a_fault_round_is_in_order_and_gives_the_flows_outage(
+        lab, faults, traffic):
+    """Issue 42's event stream, as `labctl events --format json` prints it: a plane down and
+    up under a flow. Each host's plane-2 BFD session goes down after the fault, its BGP session
+    after that, its routes change after that; once the fault is undone the sessions come back
+    and the routes follow BGP. The flow's event gives the outage the nightly report shows."""
+    hosts = ("host1", "host2", "host3", "host4")
+    result = traffic.flow("host1", "host3", count=6_000, rate_pps=RATE,
+                          actions=[(1.0, "plane 2 down", lambda: faults.plane_down(2))])
+    faults.plane_up(2)
+    wait_spray(lab, timeout=30)
+    fault_id = faults.history[-1].id
+
+    def record():
+        out = labctl("events", lab.plan.name, "--format", "json")
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines()]
+
+    def first(events, kind, what, node=None, after=0.0, **detail):
+        return next((e for e in events if (e["kind"], e["what"]) == (kind, what)
+                     and e["t"] > after and (node is None or e.get("node") == node)
+                     and all(e["detail"].get(k) == v for k, v in detail.items())), None)
+
+    def ours(events, what):  # fault ids are reused once free: the last with ours
+        return ([e for e in events if (e["kind"], e["what"]) == ("fault", what)
+                 and e["detail"]["id"] == fault_id and e["detail"]["fault"] == "plane_down(2)"]
+                or [None])[-1]
+
+    def settled(events):  # every host's routes changed again once its BGP came back up
+        undone = ours(events, "undone")
+        ups = [first(events, "bgp", "up", h, undone["t"]) for h in hosts] if undone else [None]
+        return all(ups) and all(first(events, "routes", "changed", h, up["t"])
+                                for h, up in zip(hosts, ups, strict=True))
+    events = wait_until(record, 30, until=settled, every=0.5)
+    applied, undone = ours(events, "applied"), ours(events, "undone")
+    assert applied and undone and applied["t"] < undone["t"]
+    for host in hosts:
+        leaf = next(i.peer.node for i in lab.plan.node(host).interfaces
+                    if lab.plan.node(i.peer.node).plane == 2)
+        bfd_down = first(events, "bfd", "down", host, applied["t"], peer_node=leaf)
+        bgp_down = first(events, "bgp", "down", host, applied["t"], peer_node=leaf)
+        routes = first(events, "routes", "changed", host, applied["t"])
+        assert bfd_down and bgp_down and routes, (host, bfd_down, bgp_down, routes)
+        assert bfd_down["t"] <= bgp_down["t"] <= routes["t"] < undone["t"], host
+        bfd_up = first(events, "bfd", "up", host, undone["t"], peer_node=leaf)
+        bgp_up = first(events, "bgp", "up", host, undone["t"], peer_node=leaf)
+        assert bfd_up and bgp_up and first(events, "routes", "changed", host, bgp_up["t"])
+    flow = [e for e in events if e["kind"] == "flow" and e["t"] < applied["t"]][-1]
+    loss = flow["detail"]
+    assert (flow["node"], loss["dst"], loss["lost"]) == ("host1", "host3", result.lost) != (
+        "host1", "host3", 0)
+    outage_ms = (loss["last_loss_s"] - loss["first_loss_s"]) * 1000 + 1000 / loss["rate_pps"]
+    assert round(outage_ms, 3) == result.outage_ms, (loss, result)
+    # lost from the fault on; a packet in flight as it landed is within one interval of it
+    assert applied["t"] - 1 / RATE < flow["t"] + loss["first_loss_s"] < undone["t"]
 
 
 def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
