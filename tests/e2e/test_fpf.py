@@ -284,6 +284,20 @@ def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
     assert result.per_plane[5] > 0  # plane 5 rejoined while the flow was running
 
 
+def test_a_host_port_that_flaps_comes_back_into_every_spray_set(lab, faults):
+    """host1's plane-1 port down and up: once BGP is back, the kernel routes to every host
+    through it again and the plane returns to host1's spray sets. zebra 8.4 left the port out
+    of the kernel nexthop group the kernel had taken it out of, so the plane stayed out for
+    good ('route gone'); hosts install routes with their next hops inline instead."""
+    link = next(k for k in lab.plan.links if {k.a.node, k.b.node} == {"host1", "p1-leaf1"})
+    faults.link_down(link.name)
+    wait_spray(lab, {("host1", "host3"): PLANES - {1}}, timeout=10)
+    faults.link_up(link.name)
+    wait_spray(lab, timeout=30)
+    route = lab.node("host1").cmd("ip", "route", "show", lab.plan.node("host3").loopback4)
+    assert route.stdout.count("nexthop via") == len(PLANES), route.stdout
+
+
 def test_leaf_uplink_failure_only_affects_paths_through_it(lab, faults, traffic):
     faults.link_down("p2-leaf1--p2-spine1")
     crossing = PLANES - {2}
