@@ -29,6 +29,7 @@ from harness.cli import (
     platform,
     rdma,
     sai,
+    scenario,
     srv6,
     validate,
 )
@@ -36,7 +37,8 @@ from harness.cli.console import make_console
 from harness.core.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem,
-                  capture, events, rdma, sai, srv6, headroom, platform, gen, ansible, exercise)
+                  capture, events, scenario, rdma, sai, srv6, headroom, platform, gen,
+                  ansible, exercise)
 console = make_console(stderr=True)
 
 

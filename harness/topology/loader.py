@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
@@ -202,6 +202,29 @@ def load_text(text: str, file: str = "<topology>",
     except ValidationError as exc:
         raise TopologyError(schema_problems(exc, src)) from None
     return LoadedTopology(spec, src)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_model(path: Path, model: type[M], what: str, shape: str, fix: str,
+               **extra: Any) -> tuple[M, SourceMap]:
+    """One of the project's other YAML files (an exercise, a scenario) as `model`, with
+    `extra` keys set: every problem at its file, line and key, as a topology's. `shape` says
+    what the file is, `fix` what to give instead of a file that cannot be read."""
+    try:
+        data, src = parse_yaml(path.read_text(), str(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError([TopologyProblem(f"cannot read file: {exc}", file=str(path),
+                                             fix=fix)], what) from None
+    except TopologyError as exc:
+        raise TopologyError(exc.problems, what) from None
+    if not isinstance(data, dict):
+        raise TopologyError([TopologyProblem(shape, file=str(path))], what)
+    try:
+        return model.model_validate({**data, **extra}), src
+    except ValidationError as exc:
+        raise TopologyError(schema_problems(exc, src, model), what) from None
 
 
 def dump_yaml(data: Any) -> str:

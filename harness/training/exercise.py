@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.core.errors import TopologyError, TopologyProblem
-from harness.topology.loader import parse_yaml, schema_problems
+from harness.topology.loader import load_model
 
 SHIPPED = Path(__file__).resolve().parents[2] / "labs"
 
@@ -139,22 +139,10 @@ class Exercise(_Strict):
 def load_exercise(path: str | Path) -> Exercise:
     path = Path(path)
     what = "exercise"
-    try:
-        data, src = parse_yaml(path.read_text(), str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopologyError([TopologyProblem(f"cannot read file: {exc}", file=str(path),
-                                             fix="name an exercise of `labctl exercise list` "
-                                                 "or the path of an exercise .yml")],
-                            what) from None
-    except TopologyError as exc:
-        raise TopologyError(exc.problems, what) from None
-    if not isinstance(data, dict):
-        raise TopologyError([TopologyProblem("an exercise is a mapping (title, story, setup, "
-                                             "hints, checks, solution)", file=str(path))], what)
-    try:
-        exercise = Exercise.model_validate({**data, "name": path.stem, "source": str(path)})
-    except ValidationError as exc:
-        raise TopologyError(schema_problems(exc, src, Exercise), what) from None
+    exercise, src = load_model(
+        path, Exercise, what, "an exercise is a mapping (title, story, setup, hints, checks, "
+        "solution)", "name an exercise of `labctl exercise list` or the path of an exercise "
+        ".yml", name=path.stem, source=str(path))
     if not exercise.topology_file.is_file():
         raise TopologyError([TopologyProblem(
             f"no file {exercise.topology_file}", key="topology", file=str(path),

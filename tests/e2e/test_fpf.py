@@ -10,11 +10,14 @@ import json
 import os
 import signal
 import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
 
+from harness.core.events import read
 from harness.core.wait import wait_until
 from harness.instruments.pcapng import INBOUND, OUTBOUND
 from harness.nodes.rdma.engine import Settings
@@ -42,6 +45,7 @@ PLANES = set(range(8))
 HOSTS = ("host1", "host2", "host3", "host4")
 RATE = 2000
 TRIALS = 5  # of the gray-plane test: each is lost to a BFD drop about one time in ten
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "fpf-plane-failover.yml"
 RDMA_NIC_BPS = 10_000_000  # each plane NIC's line rate for fl-rdma: 8 planes, 80 Mbit/s
 
 
@@ -270,6 +274,36 @@ def test_the_event_record_of_a_fault_round_is_in_order_and_gives_the_flows_outag
     assert round(outage_ms, 3) == result.outage_ms, (loss, result)
     # lost from the fault on; a packet in flight as it landed is within one interval of it
     assert applied["t"] - 1 / RATE < flow["t"] + loss["first_loss_s"] < undone["t"]
+
+
+def test_a_scenario_run_five_times_on_one_seed_gives_the_same_verdicts_and_events(
+        lab, tmp_path):
+    """Issue 42's scenarios: scenarios/fpf-plane-failover.yml (a random plane down under a
+    flow between two random hosts, then up) run five times with one seed, as a user runs it.
+    Each run's JUnit verdicts, its sequence of faults and scenario steps in the event record,
+    and the BFD and BGP sessions that went down and came back are the same every time."""
+    runs = []
+    for n in range(5):
+        junit, began = tmp_path / f"run{n}.xml", time.time()
+        out = labctl("scenario", "run", lab.plan.name, str(SCENARIO), "--seed", "7", "--junit",
+                     str(junit))
+        assert out.returncode == 0, out.stdout + out.stderr
+        cases = [(c.get("name"), c.find("failure") is None)
+                 for c in ET.parse(junit).getroot().iter("testcase")]
+        events = [e for e in read(lab.dir) if e.t >= began]
+        sequence = [(e.kind, e.what, e.detail.get("fault"), e.detail.get("step"),
+                     json.dumps(e.detail.get("drawn"))) for e in events
+                    if e.kind in ("fault", "scenario")]
+        reactions = sorted({(e.node, e.kind, e.what, e.detail.get("peer_node"))
+                            for e in events if e.kind in ("bfd", "bgp")})
+        runs.append((cases, sequence, reactions))
+    cases, sequence, reactions = runs[0]
+    assert len(cases) == 6 and all(ok for _, ok in cases), cases  # 5 steps on, the flow
+    assert [s[:2] for s in sequence if s[0] == "fault"] == [("fault", "applied"),
+                                                           ("fault", "undone")]
+    assert {what for _, _, what, _ in reactions} == {"down", "up"}
+    for n, run in enumerate(runs[1:], 2):
+        assert run == runs[0], f"run {n} differs from run 1"
 
 
 def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
