@@ -30,6 +30,7 @@ from harness.cli import (
     rdma,
     sai,
     scenario,
+    serve,
     srv6,
     validate,
 )
@@ -37,7 +38,7 @@ from harness.cli.console import make_console
 from harness.core.errors import CheckFailed, FabricLabError
 
 COMMAND_GROUPS = (lifecycle, inspect, access, graph, export, doctor, validate, fault, netem,
-                  capture, events, scenario, rdma, sai, srv6, headroom, platform, gen,
+                  capture, events, scenario, serve, rdma, sai, srv6, headroom, platform, gen,
                   ansible, exercise)
 console = make_console(stderr=True)
 

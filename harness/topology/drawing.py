@@ -195,7 +195,8 @@ def to_html(plan: LabPlan) -> str:
         title = html.escape(f"{link.a} -- {link.b} {_label(link)}")
         # within a row (BAG to BAG), an arc over the boxes between the two ends
         bend = a.y - min(ROW * 0.45, abs(a.x - b.x) * 0.15) if a.y == b.y else (a.y + b.y) / 2
-        parts.append(f'<path class="link" d="M{a.x:.0f} {a.y:.0f} Q{(a.x + b.x) / 2:.0f} '
+        parts.append(f'<path class="link" data-link="{html.escape(link.name)}" '
+                     f'd="M{a.x:.0f} {a.y:.0f} Q{(a.x + b.x) / 2:.0f} '
                      f'{bend:.0f} {b.x:.0f} {b.y:.0f}" fill="none" '
                      f'stroke="{group_colour(group, count)}" stroke-opacity="0.55">'
                      f"<title>{title}</title></path>")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import subprocess
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -32,8 +34,9 @@ from harness.spray.nic import (
     wait_spray,
 )
 from harness.testing import plan_from
+from harness.testing.browser import LivePage
 from harness.testing.capture import labctl_capture
-from harness.testing.chaos import labctl
+from harness.testing.chaos import LABCTL, labctl
 from harness.testing.footprint import node_process
 from harness.testing.load import WakeupLateness
 from harness.testing.steering import assert_probes_steered, switch_after_fault
@@ -45,6 +48,7 @@ PLANES = set(range(8))
 HOSTS = ("host1", "host2", "host3", "host4")
 RATE = 2000
 TRIALS = 5  # of the gray-plane test: each is lost to a BFD drop about one time in ten
+REPORTS = Path(__file__).resolve().parents[2] / "reports" / "live-view"
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "fpf-plane-failover.yml"
 RDMA_NIC_BPS = 10_000_000  # each plane NIC's line rate for fl-rdma: 8 planes, 80 Mbit/s
 
@@ -304,6 +308,40 @@ def test_a_scenario_run_five_times_on_one_seed_gives_the_same_verdicts_and_event
     assert {what for _, _, what, _ in reactions} == {"down", "up"}
     for n, run in enumerate(runs[1:], 2):
         assert run == runs[0], f"run {n} differs from run 1"
+
+
+def test_the_live_view_shows_a_link_go_down_within_a_second_and_come_back(lab):
+    """Issue 42's live view in headless Chromium, driven as a person's browser: `labctl
+    serve`'s page, asked for the link's state in its own DOM, shows it down within a second
+    of `labctl fault ... link-down` having it in place (the event record says when), and up
+    again after `labctl fault ... clear`. The screenshot of the down link is kept in
+    reports/live-view/."""
+    link = next(k for k in lab.plan.links if {k.a.node, k.b.node} == {"host1", "p1-leaf1"})
+    state = f'document.querySelector(`path[data-link="{link.name}"]`)?.dataset.state'
+    server = subprocess.Popen([*LABCTL, "serve", lab.plan.name, "--port", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = re.search(r"http://\S+/", server.stdout.readline())[0]
+        with LivePage(url) as page:
+            wait_until(lambda: page.evaluate(state), 30, until=lambda s: s == "up", every=0.05)
+            down = labctl("fault", lab.plan.name, "link-down", link.name)
+            assert down.returncode == 0, down.stderr
+            wait_until(lambda: page.evaluate(state), 5, until=lambda s: s == "down", every=0.02)
+            seen = time.time()
+            applied = [e for e in read(lab.dir) if e.kind == "fault" and e.what == "applied"
+                       and link.name in e.detail["fault"]][-1]
+            in_place = applied.t + applied.detail["in_place_ms"] / 1000
+            assert seen - in_place < 1.0, f"the page showed it {seen - in_place:.2f} s later"
+            REPORTS.mkdir(parents=True, exist_ok=True)
+            assert page.screenshot(REPORTS / "link-down.png").stat().st_size > 10_000
+            cleared = labctl("fault", lab.plan.name, "clear")
+            assert cleared.returncode == 0, cleared.stderr
+            wait_until(lambda: page.evaluate(state), 5, until=lambda s: s == "up", every=0.05)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    wait_spray(lab, timeout=30)  # the next test finds every plane sprayed again
 
 
 def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
