@@ -34,13 +34,13 @@ sys.path.insert(0, str(REPO))
 
 from harness.core.errors import LabError  # noqa: E402
 from harness.deploy.lab import Lab, destroy_lab  # noqa: E402
+from harness.instruments.resources import command, memory_mib  # noqa: E402
 from harness.linux import scratch  # noqa: E402
 from harness.linux.cpu import IDLE, IOWAIT, TICK, cpu_s, machine_ticks  # noqa: E402
 from harness.linux.nsenter import list_netns  # noqa: E402
 from harness.linux.scratch import scratch_name  # noqa: E402
 from harness.runtime import docker_engine, images  # noqa: E402
 from harness.runtime.docker import CREATE_WORKERS, docker  # noqa: E402
-from harness.testing.footprint import command, memory_mib  # noqa: E402
 from harness.topology.pipeline import plan_from_file  # noqa: E402
 from harness.topology.plan import LabPlan  # noqa: E402
 

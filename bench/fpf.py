@@ -41,10 +41,11 @@ from harness.deploy.converge import wait_converged
 from harness.deploy.lab import Lab, destroy_lab
 from harness.deploy.stages import Progress
 from harness.faults import Faults
+from harness.instruments.resources import memory_mib
 from harness.linux.features import neighbour_limit_raised
 from harness.spray.nic import LOG_FILE, probe_timing, read_spray, spraying_hosts, wait_spray
 from harness.testing import plan_from
-from harness.testing.footprint import footprint, memory_mib
+from harness.testing.footprint import footprint
 from harness.testing.load import busy_cpus
 from harness.topology.plan import LabPlan
 from harness.traffic.flow import run_flow

@@ -1,4 +1,5 @@
-"""inspect: one row per node with role, addresses, BGP peers up/total and state."""
+"""inspect: one row per node with role, addresses, BGP peers up/total and state; with
+`--resources`, what each node and kind of process costs and what the host has left."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from harness.cli.labref import add_lab_arguments, open_lab
 from harness.core.errors import UsageError
 from harness.deploy.lab import Lab, lab_names
 from harness.faults import records
+from harness.instruments.resources import Resources, measure
 from harness.nodes.columns import lab_status
 
 out = make_console()
@@ -26,6 +28,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("inspect", help="nodes of a lab and their state")
     add_lab_arguments(p, "the lab (default: the only lab)")
     p.add_argument("--all", action="store_true", help="every lab on this host")
+    p.add_argument("--resources", action="store_true",
+                   help="also CPU and memory (RSS, PSS) per node and per kind of process, the "
+                   "lab's total and the host's headroom, over half a second")
     p.add_argument("--details", action="store_true",
                    help="everything known of each node, as JSON (containerlab's --details): "
                    "its plan (interfaces, peers, addresses), namespace and directory")
@@ -70,6 +75,20 @@ def print_inspect(lab: Lab) -> None:
                   f"(labctl fault {lab.plan.name} list)", highlight=False)
 
 
+def print_resources(found: Resources) -> None:
+    for title, costs in (("per node", found.nodes), ("per kind of process", found.kinds)):
+        table = Table(title=f"resources {title}")
+        for column in ("", "processes", "CPU (cores)", "RSS (MiB)", "PSS (MiB)"):
+            table.add_column(column, justify="left" if not column else "right")
+        for c in [*costs, found.lab]:
+            table.add_row(c.name, str(c.processes), f"{c.cpu_cores:.2f}", f"{c.rss_mib:.1f}",
+                          f"{c.pss_mib:.1f}")
+        out.print(table)
+    out.print(f"host: {found.host_idle_cores:.2f} of {found.host_cores} cores idle, "
+              f"{found.host_mem_available_mib / 1024:.1f} of "
+              f"{found.host_mem_total_mib / 1024:.1f} GiB memory available", highlight=False)
+
+
 def details(lab: Lab) -> list[dict[str, Any]]:
     return [{**row, "netns": str(lab.runtime.netns_path(row["node"])),
              "dir": str(lab.node_dir(row["node"])),
@@ -86,12 +105,15 @@ def inspect(args: argparse.Namespace) -> int:
         found = [{"lab": lab.plan.name, "dir": str(lab.dir), "source": lab.plan.source,
                   "runtime": lab.plan.runtime,
                   "nodes": details(lab) if args.details else lab_status(lab),
-                  "faults": [r.model_dump(mode="json") for r in records.load_all(lab.dir)]}
+                  "faults": [r.model_dump(mode="json") for r in records.load_all(lab.dir)],
+                  **({"resources": measure(lab).to_dict()} if args.resources else {})}
                  for lab in labs]
         print(json.dumps(found if args.all else found[0], indent=2))
     else:
         for lab in labs:
             print_inspect(lab)
+            if args.resources:
+                print_resources(measure(lab))
         if not labs:
             out.print("no labs")
     return 0

@@ -10,23 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.instruments.resources import command, memory_mib
 from harness.linux import ksm
 from harness.linux.cpu import cpu_s
 
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
-
-
-def command(pid: int) -> str:
-    """What a process is, for a breakdown: its name, or for Python the module it runs."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        name = Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-    if name.startswith("python") and b"-m" in argv[:-1]:
-        return argv[argv.index(b"-m") + 1].decode()
-    return name
 
 
 def node_process(lab: LabContext, node: str, name: str) -> int:
@@ -38,22 +27,6 @@ def node_process(lab: LabContext, node: str, name: str) -> int:
         except OSError:
             continue
     raise LookupError(f"{node} runs no {name}")
-
-
-def memory_mib(pids: list[int]) -> tuple[float, float]:
-    """(RSS, PSS) of these processes together, in MiB; PSS splits shared pages (FRR's
-    libraries, Python's) among the processes that map them."""
-    rss = pss = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss += int(line.split()[1])
-        except OSError:
-            continue
-    return rss / 1024, pss / 1024
 
 
 @dataclass(frozen=True)

@@ -344,6 +344,33 @@ def test_the_live_view_shows_a_link_go_down_within_a_second_and_come_back(lab):
     wait_spray(lab, timeout=30)  # the next test finds every plane sprayed again
 
 
+def test_inspect_resources_agree_with_what_ps_says_of_each_node(lab):
+    """Issue 42's resources in inspect: each node's memory as `labctl inspect --resources`
+    reads it (smaps) is within 10 % of what procps' `ps` sums for the node's processes (the
+    kernel's RSS counters); PSS splits what processes share, so it is below RSS; the kinds of
+    process are the daemons and engines the lab runs, and they add up to the lab's total."""
+    out = labctl("inspect", lab.plan.name, "--resources", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)["resources"]
+    assert {n["name"] for n in found["nodes"]} >= set(lab.node_names)
+    for node in found["nodes"]:
+        if node["name"] not in lab.node_names:
+            continue  # KSM's thread, when the lab shares memory
+        pids = lab.runtime.node_processes(node["name"])
+        ps = subprocess.run(["ps", "-o", "rss=", "-p", ",".join(map(str, pids))],
+                            capture_output=True, text=True, check=True).stdout.split()
+        ps_mib = sum(map(int, ps)) / 1024
+        assert abs(node["rss_mib"] - ps_mib) <= 0.10 * ps_mib, (node, ps_mib)
+        assert 0 < node["pss_mib"] < node["rss_mib"], node
+    kinds = {k["name"] for k in found["kinds"]}
+    assert {"bgpd", "zebra", "bfdd", "fl-bfd", "harness.nodes.switch.agent",
+            "harness.spray.agent"} <= kinds, kinds
+    total = found["lab"]
+    assert sum(k["processes"] for k in found["kinds"]) == total["processes"]
+    assert abs(sum(k["pss_mib"] for k in found["kinds"]) - total["pss_mib"]) < 0.01
+    assert 0 < found["host_mem_available_mib"] < found["host_mem_total_mib"]
+
+
 def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
     """Back once BFD and BGP are up again and a whole probe window went through cleanly."""
     faults.plane_down(5)

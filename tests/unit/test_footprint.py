@@ -8,7 +8,8 @@ import subprocess
 import sys
 import time
 
-from harness.testing.footprint import REAPED, command, cpu_between, cpu_used
+from harness.instruments.resources import command
+from harness.testing.footprint import REAPED, cpu_between, cpu_used
 
 BURN = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
 
