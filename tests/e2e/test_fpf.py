@@ -183,7 +183,8 @@ def test_one_capture_shows_bfd_stop_and_the_flow_leave_a_plane_that_goes_down(
                               actions=[(1.0, "plane 3 down", lambda: faults.plane_down(3))])
     assert "stopped by a signal" in said[-1], said
     realtime = time.time_ns() - time.monotonic_ns()  # faults and agents stamp monotonic
-    applied = faults.history[-1].applied_ns + realtime
+    injected = faults.history[-1].injected_ns + realtime  # the first switch's filter
+    applied = faults.history[-1].applied_ns + realtime  # and the last's
     view = read_spray(lab, "host1")
     switched = view.switched_ns[host3.loopback4][1] + realtime
     restarts = view.changes - changes  # each nft rewrite restarts the round robin
@@ -215,7 +216,7 @@ def test_one_capture_shows_bfd_stop_and_the_flow_leave_a_plane_that_goes_down(
     per_plane = {lab.plan.node(i.peer.node).plane: flow(f"host1:{i.name}", OUTBOUND).values()
                  for i in host1.interfaces}
     assert sum(map(len, per_plane.values())) == result.sent
-    before = {p: sum(t < applied for t in ts) for p, ts in per_plane.items()}
+    before = {p: sum(t < injected for t in ts) for p, ts in per_plane.items()}
     after = {p: sum(t > switched for t in ts) for p, ts in per_plane.items()}
     assert after[3] == 0, after
     for share, planes in ((before, PLANES), (after, PLANES - {3})):
