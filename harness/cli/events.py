@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import time
 from fnmatch import fnmatchcase
 
@@ -38,18 +37,12 @@ def shown(event: Event, args: argparse.Namespace) -> bool:
         args.node is None or event.node is None or fnmatchcase(event.node, args.node))
 
 
-def text(event: Event) -> str:
-    stamp = datetime.datetime.fromtimestamp(event.t).strftime("%H:%M:%S.%f")
-    detail = " ".join(f"{k}={v}" for k, v in event.detail.items() if v is not None)
-    return f"{stamp}  {event.node or '-':<12} {event.kind:<9} {event.what:<10} {detail}"
-
-
 def show(found: list[Event], args: argparse.Namespace) -> None:
     for event in filter(lambda e: shown(e, args), found):
         if args.format == "json":
             print(event.line(), end="", flush=True)
         else:
-            out.print(escape(text(event)), highlight=False, soft_wrap=True)
+            out.print(escape(event.text()), highlight=False, soft_wrap=True)
 
 
 def events(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ one. The ground floor, as the wait helper is: every layer that sees a change can
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import time
@@ -42,6 +43,12 @@ class Event:
         data["detail"] = {k: v for k, v in self.detail.items() if v is not None}
         return json.dumps({k: v for k, v in data.items() if v or k == "t"},
                           separators=(",", ":")) + "\n"
+
+    def text(self) -> str:
+        """One line for people: local time to the µs, node, kind, change, details."""
+        stamp = datetime.datetime.fromtimestamp(self.t).strftime("%H:%M:%S.%f")
+        detail = " ".join(f"{k}={v}" for k, v in self.detail.items() if v is not None)
+        return f"{stamp}  {self.node or '-':<12} {self.kind:<9} {self.what:<10} {detail}"
 
     @classmethod
     def parse(cls, line: str) -> Event:

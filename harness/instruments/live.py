@@ -10,7 +10,6 @@ counters (one netlink socket kept open per node), since nothing else measures th
 from __future__ import annotations
 
 import contextlib
-import datetime
 import socket
 import struct
 import time
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core.events import Event, Follower
 from harness.faults import records
 from harness.linux.nsenter import call_in_netns
-from harness.linux.rtnl_batch import dump
+from harness.linux.rtnl_batch import IFINFOMSG, dump_links, link_name
 from harness.linux.rtnl_route import attributes
 from harness.topology.plan import Endpoint
 from harness.topology.units import format_rate_bps
@@ -29,16 +28,9 @@ from harness.topology.units import format_rate_bps
 if TYPE_CHECKING:
     from harness.runtime.context import LabContext
 
-RTM_GETLINK = 18
-IFINFOMSG = struct.Struct("=BxHiII")
-IFLA_IFNAME, IFLA_STATS64 = 3, 23
+IFLA_STATS64 = 23
 STATS64_BYTES = struct.Struct("=QQQQ")  # rx_packets, tx_packets, rx_bytes, tx_bytes
 EVENTS_SHOWN = 200
-
-
-def event_text(event: Event) -> str:
-    detail = " ".join(f"{k}={v}" for k, v in event.detail.items())
-    return f"{event.node or '-'} {event.kind} {event.what} {detail}".strip()
 
 
 @dataclass
@@ -51,11 +43,10 @@ class Counters:
     def tx_bytes(self) -> dict[str, int]:
         self.seq += 1
         found = {}
-        for _, body in dump(self.sock, RTM_GETLINK, IFINFOMSG.pack(0, 0, 0, 0, 0), self.seq):
+        for body in dump_links(self.sock, self.seq):
             values = attributes(body, IFINFOMSG.size)
             if IFLA_STATS64 in values:
-                name = values[IFLA_IFNAME].rstrip(b"\0").decode()
-                found[name] = STATS64_BYTES.unpack_from(values[IFLA_STATS64])[3]
+                found[link_name(values)] = STATS64_BYTES.unpack_from(values[IFLA_STATS64])[3]
         return found
 
 
@@ -77,8 +68,7 @@ class LiveState:
 
     def _apply(self, event: Event) -> None:
         """What an event says of a port or a session; kept for the stream too."""
-        stamp = datetime.datetime.fromtimestamp(event.t).strftime("%H:%M:%S.%f")[:-3]
-        self.events.append(f"{stamp} {event_text(event)}")
+        self.events.append(event.text())
         up = event.what == "up"
         if event.node is None or event.what not in ("up", "down"):
             return

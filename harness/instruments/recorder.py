@@ -22,7 +22,6 @@ import re
 import selectors
 import signal
 import socket
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,16 +30,14 @@ from typing import Any
 
 from harness.core.events import Event, in_time_order, record
 from harness.linux.nsenter import call_in_netns
-from harness.linux.rtnl_batch import dump, split
-from harness.linux.rtnl_route import attributes
+from harness.linux.rtnl_batch import IFINFOMSG, dump_links, link_name, split
+from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE, RTMSG, attributes
 from harness.spray.bfd import BfdWatch, EngineWatch
 
 SOURCE = "recorder"
 RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
-RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWROUTE, RTM_DELROUTE = 16, 17, 18, 24, 25
-IFINFOMSG = struct.Struct("=BxHiII")
-RTMSG = struct.Struct("=BBBBBBBBI")
-IFLA_IFNAME, IFLA_OPERSTATE, IF_OPER_UP = 3, 16, 6
+RTM_NEWLINK = 16
+IFLA_OPERSTATE, IF_OPER_UP = 16, 6
 RTPROT_KERNEL, RT_TABLE_LOCAL = 2, 255  # the kernel's own routes and the spray tables' say
 SO_RCVBUFFORCE = 33
 EVENT_RCVBUF = 8 << 20
@@ -97,16 +94,16 @@ class NodeWatch:
 
     def subscribe(self) -> None:
         """The node's netlink socket, and its ports' states now (no event for those)."""
-        def opened() -> tuple[socket.socket, list[tuple[int, bytes]]]:
+        def opened() -> tuple[socket.socket, list[bytes]]:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, EVENT_RCVBUF)
             sock.bind((0, RTMGRP_LINK | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE))
             with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as ask:
-                links = list(dump(ask, RTM_GETLINK, IFINFOMSG.pack(0, 0, 0, 0, 0), 1))
+                links = list(dump_links(ask, 1))
             sock.setblocking(False)
             return sock, links
         self.sock, links = call_in_netns(self.netns, opened)
-        for _, body in links:
+        for body in links:
             self.link(body)
         if self.bgp_log is not None:
             with contextlib.suppress(OSError):
@@ -115,7 +112,7 @@ class NodeWatch:
     def link(self, body: bytes) -> Event | None:
         """A port's new state, as an event when it changed."""
         values = attributes(body, IFINFOMSG.size)
-        name = values.get(IFLA_IFNAME, b"").rstrip(b"\0").decode()
+        name = link_name(values)
         if name not in self.ports or IFLA_OPERSTATE not in values:
             return None
         up = values[IFLA_OPERSTATE][0] == IF_OPER_UP

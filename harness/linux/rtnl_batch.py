@@ -25,13 +25,13 @@ from pyroute2.netlink import (
     NLMSG_DONE,
     NLMSG_ERROR,
 )
-from pyroute2.netlink.rtnl import RTM_NEWADDR, RTM_NEWLINK
+from pyroute2.netlink.rtnl import RTM_GETLINK, RTM_NEWADDR, RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP
 
 NLMSGHDR = struct.Struct("=LHHLL")
 _FLAGS, _FLAGS_OFFSET = struct.Struct("=H"), 6  # nlmsg_flags inside the header
 _IFADDRMSG = struct.Struct("=BBBBI")
-_IFINFOMSG = struct.Struct("=BxHiII")
+IFINFOMSG = struct.Struct("=BxHiII")
 RTATTR = struct.Struct("=HH")  # struct rtattr: length, type
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_NET_NS_FD = 3, 4, 18, 28
@@ -56,6 +56,18 @@ def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
             break
         yield kind, seq, data[offset + NLMSGHDR.size:offset + length]
         offset += (length + 3) & ~3
+
+
+def link_name(values: dict[int, bytes]) -> str:
+    """IFLA_IFNAME of a link message's attributes ('' without one)."""
+    return values.get(IFLA_IFNAME, b"").rstrip(b"\0").decode()
+
+
+def dump_links(sock: socket.socket, seq: int) -> Iterator[bytes]:
+    """The body of every link's RTM_NEWLINK in the socket's namespace (attributes after
+    IFINFOMSG)."""
+    for _, body in dump(sock, RTM_GETLINK, IFINFOMSG.pack(0, 0, 0, 0, 0), seq):
+        yield body
 
 
 def dump(sock: socket.socket, msg_type: int, body: bytes, seq: int
@@ -147,17 +159,17 @@ class RtnlBatch:
         The peer cannot be brought up in the same request (veth_open needs the pair to be
         complete), so its `up` goes into the peer namespace's own batch.
         """
-        peer = _IFINFOMSG.pack(socket.AF_UNSPEC, 0, peer_index, 0, 0) + _nla(
+        peer = IFINFOMSG.pack(socket.AF_UNSPEC, 0, peer_index, 0, 0) + _nla(
             IFLA_IFNAME, peer_name.encode() + b"\0") + _nla(IFLA_MTU, _U32.pack(mtu)) + _nla(
             IFLA_NET_NS_FD, _U32.pack(peer_netns_fd))
         info = _nla(IFLA_INFO_KIND, b"veth\0") + _nla(IFLA_INFO_DATA, _nla(VETH_INFO_PEER, peer))
-        body = _IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP) + _nla(
+        body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP) + _nla(
             IFLA_IFNAME, name.encode() + b"\0") + _nla(IFLA_MTU, _U32.pack(mtu)) + _nla(
             IFLA_LINKINFO, info)
         self._queue_raw(RTM_NEWLINK, _CREATE, body, f"veth {name} <-> {peer_name}")
 
     def set_up(self, index: int) -> None:
-        body = _IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP)
+        body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP)
         self._queue_raw(RTM_NEWLINK, NLM_F_REQUEST, body, f"ifindex {index} up")
 
     def commit(self) -> None:
