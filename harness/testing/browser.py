@@ -5,8 +5,10 @@ driven over the DevTools protocol (`LivePage`), for a page that changes as a lab
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +20,7 @@ import websocket
 
 from harness.core.errors import LabError
 from harness.core.wait import wait_until
+from harness.linux.processes import kill_and_reap
 
 START_S = 30.0
 
@@ -51,6 +54,16 @@ def screenshot(page: Path, png: Path, width: int = 1400, height: int = 900,
     return png
 
 
+def in_group(pgid: int) -> list[int]:
+    """Every process of the process group `pgid`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if os.getpgid(int(entry)) == pgid:
+                found.append(int(entry))
+    return found
+
+
 class LivePage:
     """One page open in a headless Chromium that keeps running: its scripts run in real time,
     and `evaluate` asks the page itself (its DOM as it is now)."""
@@ -60,7 +73,7 @@ class LivePage:
         self.proc = subprocess.Popen(
             [_chromium(), *FLAGS, "--remote-debugging-port=0",
              f"--user-data-dir={self.profile.name}", f"--window-size={width},{height}", url],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self.ids = itertools.count(1)
         try:
             port_file = Path(self.profile.name) / "DevToolsActivePort"
@@ -94,10 +107,11 @@ class LivePage:
         return png
 
     def close(self) -> None:
+        """Chromium's whole process group goes (its renderers outlive a killed browser and go
+        on writing into the profile), then the profile."""
         if getattr(self, "socket", None) is not None:
             self.socket.close()
-        self.proc.kill()
-        self.proc.wait()
+        kill_and_reap([self.proc.pid, *in_group(self.proc.pid)])
         self.profile.cleanup()
 
     def __enter__(self) -> LivePage:
