@@ -37,6 +37,7 @@ from harness.faults.targets import plane_switches, resolve_link, select_nodes
 from harness.instruments.pcapng import INBOUND, LINKTYPE_ETHERNET, OUTBOUND, PcapngWriter
 from harness.links.impair.userspace import tap_name
 from harness.linux.nsenter import call_in_netns
+from harness.linux.rtnl_batch import RTMGRP_LINK, SO_RCVBUFFORCE, subscribe
 from harness.topology.plan import Endpoint, LabPlan
 
 if TYPE_CHECKING:
@@ -50,8 +51,7 @@ RCVBUF = 8 << 20
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 SOL_PACKET, PACKET_STATISTICS = 263, 6
-SO_TIMESTAMPNS, SO_ATTACH_FILTER, SO_RCVBUFFORCE = 35, 26, 33
-RTMGRP_LINK = 0x1
+SO_TIMESTAMPNS, SO_ATTACH_FILTER = 35, 26
 TIMESPEC = struct.Struct("@qq")
 PCAP_NETMASK_UNKNOWN = -1  # no broadcast address: 'ip broadcast' is refused, as tcpdump -y
 GONE = (errno.ENODEV, errno.ENXIO)  # the device was deleted: this socket hears no more
@@ -198,12 +198,7 @@ class LinkWatch:
     def __init__(self, node: str, netns: str) -> None:
         self.node = node
 
-        def subscribed() -> socket.socket:
-            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-            sock.bind((0, RTMGRP_LINK))
-            sock.setblocking(False)
-            return sock
-        self.sock = call_in_netns(netns, subscribed)
+        self.sock = call_in_netns(netns, lambda: subscribe(RTMGRP_LINK))
 
     def fileno(self) -> int:
         return self.sock.fileno()

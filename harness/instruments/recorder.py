@@ -30,16 +30,23 @@ from typing import Any
 
 from harness.core.events import Event, in_time_order, record
 from harness.linux.nsenter import call_in_netns
-from harness.linux.rtnl_batch import IFINFOMSG, dump_links, link_name, split
+from harness.linux.rtnl_batch import (
+    IFINFOMSG,
+    RTMGRP_IPV4_ROUTE,
+    RTMGRP_IPV6_ROUTE,
+    RTMGRP_LINK,
+    dump_links,
+    link_name,
+    split,
+    subscribe,
+)
 from harness.linux.rtnl_route import RTM_DELROUTE, RTM_NEWROUTE, RTMSG, attributes
 from harness.spray.bfd import BfdWatch, EngineWatch
 
 SOURCE = "recorder"
-RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
 RTM_NEWLINK = 16
 IFLA_OPERSTATE, IF_OPER_UP = 16, 6
 RTPROT_KERNEL, RT_TABLE_LOCAL = 2, 255  # the kernel's own routes and the spray tables' say
-SO_RCVBUFFORCE = 33
 EVENT_RCVBUF = 8 << 20
 ROUTE_QUIET_S = 0.2
 TAIL_EVERY_S = 0.2  # bgpd's logs are read this often
@@ -95,12 +102,9 @@ class NodeWatch:
     def subscribe(self) -> None:
         """The node's netlink socket, and its ports' states now (no event for those)."""
         def opened() -> tuple[socket.socket, list[bytes]]:
-            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, EVENT_RCVBUF)
-            sock.bind((0, RTMGRP_LINK | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE))
+            sock = subscribe(RTMGRP_LINK | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE, EVENT_RCVBUF)
             with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as ask:
                 links = list(dump_links(ask, 1))
-            sock.setblocking(False)
             return sock, links
         self.sock, links = call_in_netns(self.netns, opened)
         for body in links:

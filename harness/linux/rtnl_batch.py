@@ -58,6 +58,21 @@ def split(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         offset += (length + 3) & ~3
 
 
+RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
+SO_RCVBUFFORCE = 33  # not exported by the socket module
+
+
+def subscribe(groups: int, rcvbuf: int | None = None) -> socket.socket:
+    """A non-blocking rtnetlink socket of the calling thread's namespace that hears `groups`;
+    `rcvbuf` for a listener that must not lose a burst (root may exceed rmem_max)."""
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+    sock.bind((0, groups))
+    sock.setblocking(False)
+    return sock
+
+
 def link_name(values: dict[int, bytes]) -> str:
     """IFLA_IFNAME of a link message's attributes ('' without one)."""
     return values.get(IFLA_IFNAME, b"").rstrip(b"\0").decode()
