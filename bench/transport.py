@@ -5,8 +5,10 @@ fpf-mini (deployed here) a plane down mid-transfer, and `labctl validate`'s coll
 TCP and over the C transport against each run's own point-to-point bandwidth.
 
 Losses are the links' (fl-impair counts them), drops and marks the switch's (fl-port), and
-each is printed beside the transport's own count. Goodput is printed absolute and against
-the loss-free run of the same transport measured here, so it means the same at any rate.
+each is printed beside the transport's own count. Goodput is printed absolute and, per second
+of line time the sender had (what fl-rdma says the host held it past its due times taken
+out), against the loss-free run of the same transport measured here, so it means the same at
+any rate and on a busy box.
 
     sudo .venv/bin/python bench/transport.py
 """
@@ -39,12 +41,13 @@ def sweep(directory: Path) -> None:
     for pct in LOSSES:
         for transport in TRANSPORTS:
             run, lost = loss(directory / f"{transport}{pct}", transport, pct)
-            goodput = run.goodput_bps()
-            base.setdefault(transport, goodput)
+            goodput, line = run.goodput_bps(), run.line_goodput_bps()
+            base.setdefault(transport, line)
             resent = run.total("retransmitted")
             ratio = f"{resent / lost:.2f}" if lost else "-"
-            print(f"  {pct:4}% {transport:8}: goodput {goodput / 1e6:6.1f} Mbit/s = "
-                  f"{goodput / base[transport]:.2f} of loss-free; lost on the links {lost}, "
+            print(f"  {pct:4}% {transport:8}: goodput {goodput / 1e6:6.1f} Mbit/s, "
+                  f"{line / 1e6:6.1f} per line second (held {run.held_s(SENDER) * 1e3:.0f} ms)"
+                  f" = {line / base[transport]:.2f} of loss-free; lost on the links {lost}, "
                   f"resent {resent} (resent/lost {ratio}), of which arrived twice "
                   f"{run.total('duplicates')}; timeouts {run.total('timeouts')}, NAKs "
                   f"{run.total('naks')}; sent - received "
@@ -93,14 +96,21 @@ def gray(directory: Path) -> None:
     dead = [p for p in flow.requester.paths if p.dead]
     start = run.reports[SENDER].start_ns
     after = max((p.abandoned_ns - start) / 1e9 - fault_s for p in dead) if dead else None
-    rates = run.rates_bps(flow, 10)
-    before = rates[int(0.3 / run.bin_s)]
-    later = rates[int(2.0 / run.bin_s)]
+    rates = run.line_rates_bps(flow, 10)
+    before = mean_bps(rates[int(0.3 / run.bin_s):int(0.9 / run.bin_s)])
+    later = mean_bps(rates[int(1.5 / run.bin_s):int(2.8 / run.bin_s)])
     print(f"gray failure, plane 2 of 4 drops all from {fault_s:.1f} s: paths abandoned "
           f"{len(dead)} (planes {sorted({p.plane for p in dead})}) after "
           f"{[p.abandon_timeouts for p in dead]} timeouts, {after * 1000 if after else 0:.0f} ms "
-          f"after the fault; placed rate {before / 1e6:.1f} Mbit/s before, {later / 1e6:.1f} "
-          f"after = {later / before:.2f} (3 of 4 planes: 0.75); error {flow.requester.error}")
+          f"after the fault; placed rate per line second {before / 1e6:.1f} Mbit/s before, "
+          f"{later / 1e6:.1f} after = {later / before:.2f} (3 of 4 planes: 0.75); the host "
+          f"held the sender {run.held_s(SENDER) * 1e3:.0f} ms; error {flow.requester.error}")
+
+
+def mean_bps(rates: list[float | None]) -> float:
+    """The mean of the windows the host left the sender most of."""
+    judged = [r for r in rates if r is not None]
+    return sum(judged) / len(judged)
 
 
 def speed(directory: Path) -> None:

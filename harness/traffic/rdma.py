@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 START_AFTER_S = 0.5  # every engine bound and waiting before the first packet
 Popen = Callable[..., subprocess.Popen]  # (host, argv, **Popen's keywords) -> the process
 PERFTEST = ("#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]")
+# Below this share of a window's line time the host left a NIC, the window has too little
+# to judge a rate by: a VM paused that long, or a run queue held the engine as long.
+MIN_LINE_SHARE = 0.5
 
 
 @dataclass
@@ -85,6 +88,37 @@ class Run:
         return [sum(bins[i:i + window]) * 8 / (window * self.bin_s)
                 for i in range(max(len(bins) - window + 1, 0))]
 
+    def line_shares(self, flow: Flow, window: int) -> list[float]:
+        """Of `window` bins from each bin on, the share of line time the flow's requester
+        had: the time its engine was not held by the host past something due. A NIC is
+        never late; its emulation is whenever the scheduler or the hypervisor is."""
+        held = self.reports[flow.src].held
+        return [1 - sum(held[i:i + window]) / (window * self.bin_s * 1e9)
+                for i in range(max(len(flow.responder.timeline) - window + 1, 0))]
+
+    def line_rates_bps(self, flow: Flow, window: int) -> list[float | None]:
+        """`rates_bps` per second of line time the requester had, which is what the fabric
+        and the transport made of it; None where the host left it under MIN_LINE_SHARE."""
+        return [rate / share if share >= MIN_LINE_SHARE else None
+                for rate, share in zip(self.rates_bps(flow, window),
+                                       self.line_shares(flow, window), strict=True)]
+
+    def held_s(self, host: str) -> float:
+        """Seconds, from the first packet to the last completion, the host held the engine
+        of `host` past something due."""
+        report = self.reports[host]
+        lo, hi = ((t - report.start_ns) // report.bin_ns for t in (
+            min(f.requester.first_ns for f in self.flows),
+            max(f.requester.done_ns for f in self.flows)))
+        return sum(report.held[max(lo, 0):hi + 1]) / 1e9
+
+    def line_goodput_bps(self) -> float:
+        """`goodput_bps` per second of line time the requesters had: the host's holds taken
+        out, so two runs compare by what the transport did, not by the box's other load."""
+        return sum(sum(f.requester.bytes for f in self.flows if f.src == host) * 8
+                   / (self.seconds() - self.held_s(host))
+                   for host in dict.fromkeys(f.src for f in self.flows))
+
     def converged_s(self, window: int, tolerance: float = 0.1) -> float | None:
         """Seconds from the start until every flow's rate over the next `window` bins is
         within `tolerance` of their mean (the fair share of what got through); None if
@@ -127,6 +161,9 @@ class Run:
     def to_dict(self) -> dict[str, object]:
         return {"transport": self.settings.transport, "perftest": self.perftest(),
                 "counters": self.counters(),
+                "held_ms": {host: round(self.held_s(host) * 1e3, 3)
+                            for host in dict.fromkeys(f.src for f in self.flows)},
+                "line_goodput_bps": round(self.line_goodput_bps()),
                 "flows": [{"src": f.src, "dst": f.dst, "qpn": f.requester.qpn,
                            "goodput_bps": round(f.goodput_bps()),
                            "retransmitted": f.requester.retransmitted,

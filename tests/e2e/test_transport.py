@@ -4,7 +4,9 @@ Losses come from the links' impairment engines and are counted there; ECN marks,
 PAUSE frames from the switch's fl-port engine; framing from a capture dissected by scapy.
 Each count is held against the transport's own (harness/testing/multipath.py, incast.py).
 Rates are small (tens of Mbit/s) so two cores carry every engine; every check is a ratio
-or a count, the same at any rate.
+or a count, the same at any rate. Rates and goodputs are judged per second of line time the
+sender's NIC had: fl-rdma counts how long the host (its run queue, the hypervisor) held it
+past something due, which no NIC is and which the transport cannot answer for.
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ def loss_free(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     return runs
 
 
+def keeps(run: Run, loss_free: Run, loss_pct: float) -> bool:
+    """Goodput as the losses allow: each lost packet costs the line time of its resend."""
+    return run.line_goodput_bps() >= 0.95 * (1 - loss_pct / 100) * loss_free.line_goodput_bps()
+
+
 def test_at_one_percent_loss_metaroce_keeps_its_goodput_and_resends_only_the_lost(
         tmp_path: Path, loss_free: dict[str, Run]) -> None:
     run, lost = loss(tmp_path, "metaroce", 1.0)
     agrees_with_links(run, lost)
     assert lost > 0
-    assert run.goodput_bps() >= 0.8 * loss_free["metaroce"].goodput_bps()
+    assert keeps(run, loss_free["metaroce"], 1.0)
     # every resend but the few a path timeout sent early was for a packet a link dropped
     assert run.total("retransmitted") - run.total("duplicates") == lost
     assert run.total("retransmitted") <= 1.1 * lost
@@ -61,8 +68,8 @@ def test_at_five_percent_loss_go_back_n_collapses_where_metaroce_does_not(
     # go-back-N resends the window behind each loss: many packets per one lost
     assert gbn.total("retransmitted") > 5 * gbn_lost
     assert gbn.total("naks") > 0
-    assert gbn.goodput_bps() < 0.6 * loss_free["roce"].goodput_bps()
-    assert mp.goodput_bps() > 0.8 * loss_free["metaroce"].goodput_bps()
+    assert gbn.line_goodput_bps() < 0.6 * loss_free["roce"].line_goodput_bps()
+    assert keeps(mp, loss_free["metaroce"], 5.0)
 
 
 def test_paths_ten_times_apart_in_delay_resend_nothing(tmp_path: Path) -> None:
@@ -90,7 +97,8 @@ def test_a_blackholed_plane_is_abandoned_within_three_timeouts_and_the_rate_hold
     Each plane's NIC runs at a quarter of NIC_BPS: at half, the four planes' engines and the
     transport took both cores whole (0% idle), and the rate after the fault moved with the
     share the scheduler gave each engine (for 50-100 ms at a time, one plane's worth less),
-    not with the planes left."""
+    not with the planes left. What the host still takes (a paused VM, a late wake-up) is
+    taken out as the sender's held line time; a window it held for most of is not judged."""
     fault_s, end_s = 1.0, 3.0
     with planes(tmp_path, [Impairment(delay_us=500)] * 4) as fabric:
         run = fabric.rdma(
@@ -106,12 +114,13 @@ def test_a_blackholed_plane_is_abandoned_within_three_timeouts_and_the_rate_hold
     rto_s = 3 * (max(p.srtt_ns for p in gray) / 1e9 + Settings().rto_min_us / 1e6)
     assert abandoned_s - fault_s <= rto_s + 0.02  # three timeouts, and a wake-up's slack
     # the responder's rate: three planes' worth right after the abandonment, not less
-    rates = run.rates_bps(flow, 10)
+    rates = run.line_rates_bps(flow, 10)
     bin_s = run.bin_s
-    before = sum(rates[int(0.3 / bin_s):int(0.9 / bin_s)]) / int(0.6 / bin_s)
-    after_from = int((abandoned_s + 0.02) / bin_s)
-    after = rates[after_from:int((end_s - 0.2) / bin_s)]
-    assert after and min(after) >= 0.9 * 3 / 4 * before
+    before = [r for r in rates[int(0.3 / bin_s):int(0.9 / bin_s)] if r is not None]
+    after = rates[int((abandoned_s + 0.02) / bin_s):int((end_s - 0.2) / bin_s)]
+    judged = [r for r in after if r is not None]
+    assert len(judged) >= 0.8 * len(after), "the host held the sender most of the run"
+    assert min(judged) >= 0.9 * 3 / 4 * sum(before) / len(before), (before, after)
 
 
 def test_frames_are_rocev2_as_wireshark_and_scapy_read_them(tmp_path: Path) -> None:

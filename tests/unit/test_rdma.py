@@ -56,11 +56,12 @@ def test_sources_and_destination_make_a_pair_an_incast_or_all_to_all() -> None:
             pairs_of(*bad)
 
 
-def engine_report(host: int, requesters: list[dict], responders: list[dict]) -> str:
+def engine_report(host: int, requesters: list[dict], responders: list[dict],
+                  held: tuple[int, ...] = ()) -> str:
     """What fl-rdma prints: a ready line, then the report (the keys of its printf)."""
     return json.dumps({"ready": True}) + "\n" + json.dumps({
         "id": host, "transport": "metaroce", "start_ns": 0, "bin_ns": BIN_MS * 10**6,
-        "pause_ns": 5000, "pause_frames": 2, "requesters": requesters,
+        "pause_ns": 5000, "pause_frames": 2, "requesters": requesters, "held": list(held),
         "responders": responders})
 
 
@@ -80,8 +81,8 @@ def responder(qpn: int, source: str, timeline: list[int]) -> dict:
             "cnps": 0, "naks": 0, "first_ns": 0, "last_ns": 1, "timeline": timeline}
 
 
-def incast(first: list[int], second: list[int]) -> Run:
-    a = report(engine_report(1, [requester(4096, "10.0.0.3", first)], []), "a")
+def incast(first: list[int], second: list[int], held: tuple[int, ...] = ()) -> Run:
+    a = report(engine_report(1, [requester(4096, "10.0.0.3", first)], [], held), "a")
     b = report(engine_report(2, [requester(8192, "10.0.0.3", second)], []), "b")
     c = report(engine_report(3, [], [responder(4096, "10.0.0.1", first),
                                      responder(8192, "10.0.0.2", second)]), "c")
@@ -98,6 +99,18 @@ def test_an_incast_converges_when_every_flow_is_within_a_tenth_of_the_mean() -> 
     assert run.converged_s(window=2, tolerance=0.0) == pytest.approx(0.03)
     assert incast([9000] * 4, [1000] * 4).converged_s(window=2) is None
     assert run.rates_bps(run.flows[0], 2)[0] == 9000 * 2 * 8 / 0.02
+
+
+def test_line_time_the_host_held_a_sender_is_not_counted_against_its_rate() -> None:
+    # the first sender's engine: held half of its second bin and all of its third
+    run = incast([1000, 500, 0, 1000], [1000] * 4, held=(0, 5 * 10**6, 10 * 10**6))
+    first, second = run.flows
+    assert run.line_shares(first, 1) == [1, 0.5, 0, 1]
+    assert run.line_rates_bps(first, 1) == [1000 * 8 / 0.01] * 2 + [None, 1000 * 8 / 0.01]
+    assert run.line_rates_bps(first, 2)[:2] == [pytest.approx(1500 * 8 / (0.02 * 0.75)), None]
+    assert run.line_rates_bps(second, 1) == run.rates_bps(second, 1)  # its host held nothing
+    assert run.held_s("a") == 0.015 and run.held_s("b") == 0
+    assert run.line_goodput_bps() == pytest.approx(2500 * 8 / 0.025 + 4000 * 8 / 0.04)
 
 
 def test_a_run_prints_perftests_columns_and_sums_both_ends_counters() -> None:

@@ -180,6 +180,7 @@ class Report:
     pause_ns: int
     pause_frames: int
     requesters: list[Requester]
+    held: list[int]  # ns per bin the host held the engine past something due
     responders: list[Responder]
 
 

@@ -428,6 +428,23 @@ static int64_t paced(int64_t next, int64_t now, uint64_t bits, double bps)
     return start + (int64_t)((double)bits * 1e9 / bps);
 }
 
+/* Line time the host took, per bin: how far past something due (beyond what pacing catches
+ * up) the engine woke. A NIC is never late; its emulation is when the run queue or the
+ * hypervisor holds the process, and a rate is judged against the time the NIC had. */
+static uint64_t held[MAX_BINS];
+
+static void hold(int64_t from, int64_t to)
+{
+    while (from < to) {
+        int b = bin_of(from);
+        int64_t end = (int64_t)cfg.start_ns + (int64_t)(b + 1) * (int64_t)cfg.bin_ns;
+        if (end <= from || b == MAX_BINS - 1)
+            end = to;
+        held[b] += (uint64_t)((end < to ? end : to) - from);
+        from = end;
+    }
+}
+
 /* A NIC takes a packet when it is not paused and has serialised the last one. */
 static int nic_ready(int plane, int64_t now)
 {
@@ -1522,7 +1539,9 @@ static void report(void)
         json_bins(c->bins);
         printf("}");
     }
-    printf("], \"responders\": [");
+    printf("], \"held\": ");
+    json_bins(held);
+    printf(", \"responders\": [");
     for (int i = 0; i < nrx; i++) {
         struct rx *r = rxs[i];
         inet_ntop(AF_INET, &r->src, a, sizeof(a));
@@ -1543,9 +1562,10 @@ static void report(void)
  * end of its pause, a path's or a QP's timeout, a probe, the start. Sockets wake it for the
  * rest (an ACK, a write, a PAUSE, the parent's data), so an engine waiting on its peers
  * sleeps instead of polling. */
+#define IDLE_POLL_NS 20000000
 static int64_t next_event(int64_t now)
 {
-    int64_t t = now + 20000000;
+    int64_t t = now + IDLE_POLL_NS;
 #define SOONER(x) do { int64_t at_ = (x); if (at_ > now && at_ < t) t = at_; } while (0)
     if (now < (int64_t)cfg.start_ns)
         SOONER((int64_t)cfg.start_ns);
@@ -1647,6 +1667,9 @@ int main(int argc, char **argv)
         if (cfg.data && !input_open)
             fds[nfds - 1].fd = -1;           /* its end: nothing more to wait for there */
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
+        int64_t woke = now_ns();
+        if (wake < now + IDLE_POLL_NS && woke - wake > CATCH_UP_NS)
+            hold(wake + CATCH_UP_NS, woke);
         pause_ready = data_ready = 0;
         for (int i = 1; i < nfds; i++) {
             int ready = (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
