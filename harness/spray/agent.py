@@ -42,7 +42,13 @@ from typing import Any
 
 from harness.linux.files import replace_file
 from harness.linux.libnft import Nft
-from harness.linux.rtnl_batch import split
+from harness.linux.rtnl_batch import (
+    RTMGRP_IPV4_ROUTE,
+    RTMGRP_IPV6_ROUTE,
+    RTMGRP_LINK,
+    split,
+    subscribe,
+)
 from harness.linux.rtnl_channel import Channel
 from harness.linux.rtnl_messages import (
     NLM_F_CREATE,
@@ -73,11 +79,9 @@ from harness.spray.ruleset import (
 RT_TABLE_MAIN = 254
 RTNH_F_DEAD, RTNH_F_LINKDOWN = 1, 16
 RTM_NEWLINK, RTM_DELLINK = 16, 17  # a link event re-reads the main table
-RTMGRP_LINK, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE = 0x1, 0x40, 0x400
 RETRY_S = 1.0  # reconnect to the BFD feed, restart the probe engine
 JOIN_BATCH_S = 0.2
 READ_BUDGET = 256 << 10  # route events parsed per turn (~2,000): a BFD verdict waits no longer
-SO_RCVBUFFORCE = 33  # not exported by the socket module
 EVENT_RCVBUF = 8 << 20  # a plane failure on a large lab changes hundreds of routes at once
 # The plane tables' routes are the NIC's own: as `kernel` routes zebra drops their news
 # unread (rt_netlink.c); as static ones each host's zebra parsed and kept all of them, eight
@@ -92,10 +96,7 @@ class RouteEvents:
     (see `host_route`)."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, EVENT_RCVBUF)
-        self.sock.bind((0, RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE | RTMGRP_LINK))
-        self.sock.setblocking(False)
+        self.sock = subscribe(RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE | RTMGRP_LINK, EVENT_RCVBUF)
 
     def fileno(self) -> int:
         return self.sock.fileno()
