@@ -26,7 +26,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="json: one object per line")
     p.add_argument("--kind", action="append", default=[], metavar="KIND",
                    help="only these kinds (repeatable): fault, flow, link, bfd, bgp, routes, "
-                        "deploy, exercise, recorder")
+                        "alarm, deploy, exercise, recorder")
     p.add_argument("--node", metavar="PATTERN", help="only these nodes ('p3-*'); lab-wide "
                    "events (faults, deploy) stay")
     p.set_defaults(run=events)

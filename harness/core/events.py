@@ -3,8 +3,9 @@
 nightly report, so all three see the same record.
 
 Whoever sees a change writes it: labctl's own processes (a fault applied or undone, a flow's
-losses, an exercise's checks, a deploy converged) and the lab's recorder
-(harness/instruments/recorder.py: links, routes, BFD and BGP sessions). Each source has its file,
+losses, an exercise's checks, a deploy converged), the lab's recorder
+(harness/instruments/recorder.py: links, routes, BFD and BGP sessions) and the switches' SAI
+agents and platform daemons (their alarms, `Alarms`). Each source has its file,
 and a line goes in one O_APPEND write, so two shells that inject faults at once never interleave
 one. The ground floor, as the wait helper is: every layer that sees a change can say it.
 """
@@ -126,3 +127,25 @@ class Follower:
                 self.offsets[path] = self.offsets.get(path, 0) + len(whole)
                 found += [Event.parse(line) for line in whole.decode().splitlines()]
         return in_time_order(found)
+
+
+class Alarms:
+    """A daemon's alarms as events: each raised once, with its text then, and cleared once.
+    Alarms are keyed, since a text carries a reading that moves (a sensor's temperature, a
+    count of failed routes) while the alarm stays the same one."""
+
+    def __init__(self, lab_dir: Path | None, node: str, by: str) -> None:
+        self.lab_dir, self.node, self.by = lab_dir, node, by
+        self.raised: dict[str, str] = {}
+
+    def update(self, now: dict[str, str]) -> None:
+        if self.lab_dir is None:
+            return
+        t = time.time()
+        changes = [Event(t, "alarm", "raised", self.node,
+                         {"by": self.by, "alarm": key, "text": text})
+                   for key, text in now.items() if key not in self.raised]
+        changes += [Event(t, "alarm", "cleared", self.node, {"by": self.by, "alarm": key})
+                    for key in self.raised if key not in now]
+        record(self.lab_dir, changes, f"{self.by}.{self.node}")
+        self.raised = dict(now)

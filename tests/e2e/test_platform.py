@@ -6,9 +6,12 @@ flashed with the agent restarted warm under a flow that loses nothing."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from harness.core.events import Event, read
+from harness.core.wait import wait_until
 from harness.deploy.converge import wait_converged
 from harness.deploy.lab import Lab
 from harness.nodes.switch.agent.client import ask
@@ -68,6 +71,9 @@ def test_a_failed_fan_raises_a_thermal_alarm_in_inspect(lab: Lab) -> None:
 
 def test_an_overheated_asic_shuts_its_ports_and_the_fabric_routes_around(lab: Lab,
                                                                         traffic) -> None:
+    """The event record says it in order: the platform's alarm, then spine1's ports going
+    down, then the alarm cleared and the ports back."""
+    began = time.time()
     platform(f"{NAME}/spine1", "fail", "sensor", "asic", "--celsius", "110")
     try:
         assert not any(ports_up(lab, "spine1").values()), ports_up(lab, "spine1")
@@ -81,6 +87,18 @@ def test_an_overheated_asic_shuts_its_ports_and_the_fabric_routes_around(lab: La
         platform(f"{NAME}/spine1", "set", "sensor", "asic", "auto")
     assert all(ports_up(lab, "spine1").values())
     wait_converged(lab, 60)
+    ports = {i.name for i in lab.plan.node("spine1").interfaces}
+
+    def said(events: list[Event]) -> bool:
+        return {e.detail["port"] for e in events if (e.kind, e.what) == ("link", "up")} >= ports
+    events = wait_until(lambda: [e for e in read(lab.dir) if e.t >= began and
+                                 e.node == "spine1"], 10, until=said, every=0.5)
+    alarms = [(e.what, e.detail["alarm"]) for e in events if e.kind == "alarm"]
+    assert alarms == [("raised", "sensor asic critical"), ("cleared", "sensor asic critical")]
+    raised, cleared = (e.t for e in events if e.kind == "alarm")
+    downs = [e for e in events if (e.kind, e.what) == ("link", "down")]
+    assert {e.detail["port"] for e in downs} == ports
+    assert raised <= min(e.t for e in downs) and max(e.t for e in downs) < cleared
 
 
 def test_flashing_the_sai_sdk_restarts_the_agent_warm_without_loss(lab: Lab, traffic) -> None:

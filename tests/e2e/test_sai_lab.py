@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import LabError
+from harness.core.events import read
 from harness.core.paths import lab_netns_prefix
 from harness.core.wait import wait_until
 from harness.deploy.converge import wait_converged
@@ -120,6 +121,8 @@ def test_a_route_withdrawn_in_frr_leaves_the_dataplane(lab: Lab) -> None:
 
 
 def test_sai_faults_degrade_the_node_and_main_never_forwards(lab: Lab) -> None:
+    """... and the agent's alarms are in the lab's event record, each raised and cleared."""
+    began = time.time()
     frr, via = lab.frr("leaf1"), peer_of(lab, "leaf1", "eth1")
     out = labctl("sai", f"{NAME}/leaf1", "fault", "fail", "create", "--type", "ROUTE_ENTRY",
                  "--rate", "1")
@@ -163,6 +166,15 @@ def test_sai_faults_degrade_the_node_and_main_never_forwards(lab: Lab) -> None:
     for prefix in ("10.78.0.0/24", "10.79.0.0/24"):  # gone everywhere before the next test
         wait_for(f"{prefix} withdrawn", lambda p=prefix: not table(lab, "leaf1", "main", p)
                  and not table(lab, "leaf1", SAI_TABLE, p))
+    alarms = [e for e in read(lab.dir) if e.t >= began and e.kind == "alarm"]
+    assert {(e.node, e.detail["by"]) for e in alarms} == {("leaf1", "agent")}
+    said: dict[str, list[str]] = {}
+    for e in alarms:
+        said.setdefault(e.detail["alarm"], []).append(e.what)
+    assert said["faults"] == said["capacity"] == ["raised", "cleared"], said
+    assert said["routes"] == ["raised", "cleared"] * (len(said["routes"]) // 2) != [], said
+    first = {key: next(e.t for e in alarms if e.detail["alarm"] == key) for key in said}
+    assert first["faults"] <= first["routes"] < first["capacity"], first
 
 
 def test_warm_restart_keeps_traffic_and_writes_nothing(lab: Lab) -> None:

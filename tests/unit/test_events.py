@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.core.events import Event, Follower, read, record, say_at
+from harness.core.events import Alarms, Event, Follower, read, record, say_at
 from harness.instruments.recorder import (
     ROUTE_QUIET_S,
     RTM_DELROUTE,
@@ -54,6 +54,24 @@ def test_a_lab_being_destroyed_records_nothing(tmp_path: Path) -> None:
     gone = tmp_path / "gone"
     say_at(gone, 1.0, "fault", "undone")
     assert not gone.exists()
+
+
+def test_an_alarm_is_raised_once_however_its_reading_moves_and_cleared_once(
+        tmp_path: Path) -> None:
+    alarms = Alarms(tmp_path, "leaf1", "platform")
+    alarms.update({})
+    alarms.update({"sensor asic high": "asic 91 C above high 90 C"})
+    alarms.update({"sensor asic high": "asic 93 C above high 90 C", "fan fan2": "fan2 failed"})
+    alarms.update({"fan fan2": "fan2 failed"})
+    alarms.update({})
+    said = [(e.what, e.detail["alarm"], e.detail.get("text")) for e in read(tmp_path)]
+    assert said == [("raised", "sensor asic high", "asic 91 C above high 90 C"),
+                    ("raised", "fan fan2", "fan2 failed"), ("cleared", "sensor asic high", None),
+                    ("cleared", "fan fan2", None)]
+    assert {(e.kind, e.node, e.detail["by"]) for e in read(tmp_path)} == {
+        ("alarm", "leaf1", "platform")}
+    Alarms(None, "leaf1", "agent").update({"fpm": "zebra is not connected over FPM"})
+    assert len(read(tmp_path)) == 4  # a daemon started without a lab records nothing
 
 
 def test_bgpds_session_changes_are_read_off_its_log_in_utc() -> None:

@@ -93,7 +93,8 @@ def start_agent(lab: LabContext, node: str) -> int:
         "harness.nodes.switch.agent", "--node-dir", str(frr.workdir), "--platform",
         lab.plan.node(node).platform or DEFAULT_PLATFORM,
         "--srv6-engine", runtime.program(srv6_engine.ENGINE),
-        "--port-engine", runtime.program(port_engine.ENGINE), *_cables(lab.plan, node)),
+        "--port-engine", runtime.program(port_engine.ENGINE), *_cables(lab.plan, node),
+        "--lab-dir", str(lab.dir)),
         "SAI agent",
         frr.workdir / "agent.out", agent_log(frr), lambda: agent_pid(frr), AGENT_START_S)
     return pid

@@ -27,6 +27,7 @@ from typing import Any
 
 from pyroute2.netlink.rtnl.ifinfmsg import IFF_UP, ifinfmsg
 
+from harness.core.events import Alarms
 from harness.linux.files import replace_file
 from harness.linux.nsenter import netlink
 from harness.linux.rtnl_channel import Channel
@@ -68,8 +69,11 @@ GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's d
 class Agent:
     def __init__(self, node_dir: Path, capacity: CapacityProfile, table: int = SAI_TABLE,
                  port: int = FPM_PORT, config: Path | None = None,
-                 srv6: Srv6Setup | None = None, ports: PortSetup | None = None) -> None:
+                 srv6: Srv6Setup | None = None, ports: PortSetup | None = None,
+                 lab_dir: Path | None = None) -> None:
         self.node_dir = node_dir
+        # said from zebra's first connection on: before it, the agent is booting, not failing
+        self.alarm_log = Alarms(lab_dir, node_dir.name, "agent")
         self.config_path = config or node_dir / CONFIG_FILE
         self.port = port
         self.log = logging.getLogger("agent")
@@ -273,24 +277,30 @@ class Agent:
 
     # -- state ----------------------------------------------------------------------------
 
+    def alarms(self) -> dict[str, str]:
+        """What an operator must know, by cause: a count in a text moves, the alarm stays."""
+        faults = self.sai.faults.as_dict()
+        found = {}
+        if self.fpm is None:
+            found["fpm"] = "zebra is not connected over FPM"
+        if self.orch.failed:
+            found["routes"] = f"{len(self.orch.failed)} route(s) not programmed (SAI errors)"
+        if faults["rules"]:
+            found["faults"] = (f"{len(faults['rules'])} fault rule(s) active, "
+                               f"{faults['injected']} call(s) failed")
+        if self.sai.capacity != self.base_capacity:
+            found["capacity"] = f"capacity shrunk: {self.sai.capacity.name}"
+        if self.config.failed:
+            found["config"] = f"{len(self.config.failed)} configured object(s) not applied"
+        if self.config_error:
+            found["config document"] = "configuration document refused (see agent.log)"
+        return found
+
     def status(self) -> dict[str, Any]:
         faults = self.sai.faults.as_dict()
         speeds = {name: self.sai.record(oid).speed  # type: ignore[union-attr]
                   for oid, name in self.port_names.items()}
-        reasons = []
-        if self.fpm is None:
-            reasons.append("zebra is not connected over FPM")
-        if self.orch.failed:
-            reasons.append(f"{len(self.orch.failed)} route(s) not programmed (SAI errors)")
-        if faults["rules"]:
-            reasons.append(f"{len(faults['rules'])} fault rule(s) active, "
-                           f"{faults['injected']} call(s) failed")
-        if self.sai.capacity != self.base_capacity:
-            reasons.append(f"capacity shrunk: {self.sai.capacity.name}")
-        if self.config.failed:
-            reasons.append(f"{len(self.config.failed)} configured object(s) not applied")
-        if self.config_error:
-            reasons.append("configuration document refused (see agent.log)")
+        reasons = list(self.alarms().values())
         return {
             "pid": os.getpid(), "uptime_s": round(time.time() - self.started, 1),
             "srv6": self.backend.seg6.name if self.backend.seg6_chosen else "none yet",
@@ -355,6 +365,8 @@ class Agent:
             if time.monotonic() >= next_tick:
                 self.tick()
                 next_tick = time.monotonic() + RETRY_S
+            if self.connections:
+                self.alarm_log.update(self.alarms())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
                         "buffers, ECN and PFC the configuration declares")
     parser.add_argument("--cable", action="append", default=[], metavar="PORT=US",
                         help="a port's planned cable, one way in microseconds (repeatable)")
+    parser.add_argument("--lab-dir", type=Path, help="the lab whose event record gets the "
+                        "agent's alarms as they are raised and cleared")
     args = parser.parse_args(argv)
     logging.basicConfig(filename=args.node_dir / "agent.log", level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
@@ -381,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     cables = {port: float(us) for port, us in (c.split("=", 1) for c in args.cable)}
     ports = PortSetup(args.node_dir, args.port_engine, cables) if args.port_engine else None
     agent = Agent(args.node_dir, platform_capacity(PLATFORMS[args.platform]), args.table, args.port,
-                  args.config, srv6, ports)
+                  args.config, srv6, ports, args.lab_dir)
     agent.boot()
     # A FIB is many long-lived objects: the cyclic GC rescanning them took a quarter of a
     # 10k-route download. Boot's objects leave its scans; young collections run less often.

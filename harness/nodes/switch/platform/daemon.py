@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import LabError
+from harness.core.events import Alarms
 from harness.linux.files import replace_file
 from harness.nodes.switch.agent.client import ask, serve_one
 from harness.nodes.switch.platform.model import FIRMWARE, PlatformState, from_dict
@@ -35,8 +36,9 @@ WATTS_IDLE, WATTS_PER_PORT = 350.0, 15.0
 
 
 class Daemon:
-    def __init__(self, node_dir: Path) -> None:
+    def __init__(self, node_dir: Path, lab_dir: Path | None = None) -> None:
         self.node_dir = node_dir
+        self.alarms = Alarms(lab_dir, node_dir.name, "platform")
         self.path = node_dir / STATE_FILE
         self.state: PlatformState = from_dict(json.loads(self.path.read_text()))
         self.written: PlatformState | None = None  # what platform.json holds
@@ -44,6 +46,7 @@ class Daemon:
 
     def tick(self) -> None:
         self.state.step(WATTS_IDLE + WATTS_PER_PORT * len(self.state.optics))
+        self.alarms.update(self.state.raised())  # said before what the platform does about it
         hot = self.state.overheated()
         if hot and not self.state.ports_shut:
             why = "; ".join(f"{s.name} {s.celsius:g} C >= critical {s.critical:g} C"
@@ -158,10 +161,12 @@ class Daemon:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.nodes.switch.platform")
     parser.add_argument("--node-dir", required=True, type=Path)
+    parser.add_argument("--lab-dir", type=Path, help="the lab whose event record gets the "
+                        "alarms as they are raised and cleared")
     args = parser.parse_args(argv)
     logging.basicConfig(filename=args.node_dir / LOG_FILE, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
-    Daemon(args.node_dir).serve()
+    Daemon(args.node_dir, args.lab_dir).serve()
     return 0
 
 

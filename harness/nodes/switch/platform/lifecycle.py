@@ -28,7 +28,8 @@ def start_platform(lab: LabContext, node: NodePlan) -> int:
         replace_file(state, json.dumps(initial(lab.plan.name, node).to_dict(), indent=1))
     pid, _ = lab.start_helper(
         node.name, lab.runtime.python("harness.nodes.switch.platform", "--node-dir",
-        str(directory)), "platform daemon", directory / "platform.out", directory / LOG_FILE,
+        str(directory), "--lab-dir", str(lab.dir)), "platform daemon",
+        directory / "platform.out", directory / LOG_FILE,
         lambda: platform_request(lab, node.name, {"cmd": "show"}), START_S)
     return pid
 

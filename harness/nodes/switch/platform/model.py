@@ -100,17 +100,22 @@ class PlatformState:
         return [s for s in self.sensors if s.celsius >= s.critical]
 
     def alarms(self) -> list[str]:
-        found = [f"{f.name} failed: the others run at {MAX_RPM} rpm" for f in self.fans
-                 if not f.ok]
-        found += [f"{p.name} absent: no PSU redundancy" for p in self.psus if not p.present]
+        return list(self.raised().values())
+
+    def raised(self) -> dict[str, str]:
+        """The alarms by part and condition: a sensor warming past high stays one alarm."""
+        found = {f"fan {f.name}": f"{f.name} failed: the others run at {MAX_RPM} rpm"
+                 for f in self.fans if not f.ok}
+        found |= {f"psu {p.name}": f"{p.name} absent: no PSU redundancy"
+                  for p in self.psus if not p.present}
         for s in self.sensors:
             if s.celsius >= s.critical:
-                found.append(f"{s.name} {s.celsius:g} C past critical {s.critical:g} C: "
-                             "ports shut down")
+                found[f"sensor {s.name} critical"] = (
+                    f"{s.name} {s.celsius:g} C past critical {s.critical:g} C: ports shut down")
             elif s.celsius >= s.high:
-                found.append(f"{s.name} {s.celsius:g} C above high {s.high:g} C")
+                found[f"sensor {s.name} high"] = f"{s.name} {s.celsius:g} C above high {s.high:g} C"
         if self.oob["management"] != "up":
-            found.append("management port down")
+            found["management"] = "management port down"
         return found
 
     def to_dict(self) -> dict[str, Any]:
