@@ -11,6 +11,8 @@ past something due, which no NIC is and which the transport cannot answer for.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +22,7 @@ from scapy.contrib.roce import AETH, BTH
 from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
 
-from harness.nodes.rdma.engine import Settings
+from harness.nodes.rdma.engine import ENGINE, Settings
 from harness.testing.multipath import RECEIVER, SENDER, planes
 from harness.testing.transport import NIC_BPS, RUN_MS, incast_run, loss
 from harness.topology.plan import Impairment
@@ -121,6 +123,44 @@ def test_a_blackholed_plane_is_abandoned_within_three_timeouts_and_the_rate_hold
     judged = [r for r in after if r is not None]
     assert len(judged) >= 0.8 * len(after), "the host held the sender most of the run"
     assert min(judged) >= 0.9 * 3 / 4 * sum(before) / len(before), (before, after)
+
+
+@pytest.mark.parametrize("transport", ["roce", "metaroce"])
+def test_a_host_that_stops_every_engine_makes_no_timeout(tmp_path: Path, transport: str) -> None:
+    """A paused VM stops every engine at once (CI's hypervisor did, for up to 74 ms). Here the
+    sender, the link's engine (0.5 ms one way: packets are in flight) and the responder stop
+    for 100 ms, longer than RC's ACK timeout (67 ms) and than the paths' timers (their floor
+    raised to 50 ms, so that no scheduler's stall of the responder alone times one out); the
+    sender and the link run again 1 ms before the responder: the sender wakes to no ACK, with
+    its timers long due. It counts the time it was held, and a timer that fell due in it
+    starts over, so the ACKs the responder sends once it runs come first: nothing times out,
+    nothing is resent."""
+    stop_s, at_s = 0.1, 0.5
+    with planes(tmp_path, [Impairment(delay_us=500)]) as fabric:
+        def pause() -> None:
+            first = [engine_pid(fabric.ns[SENDER], name) for name in (ENGINE, "fl-impair")]
+            responder = engine_pid(fabric.ns[RECEIVER], ENGINE)
+            for pid in (*first, responder):
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(stop_s)
+            for pid in first:
+                os.kill(pid, signal.SIGCONT)
+            time.sleep(0.001)
+            os.kill(responder, signal.SIGCONT)
+        run = fabric.rdma(Settings(transport=transport, iterations=0, duration_ms=1500,
+                                   rate_bps=NIC_BPS, rto_min_us=50_000),
+                          actions=[(at_s, "stop all", pause)])
+    assert run.total("timeouts") == 0 and run.total("retransmitted") == 0, run.counters()
+    assert not run.flows[0].requester.error
+    held = run.reports[SENDER].held  # counted where it happened
+    assert sum(held[int(at_s / run.bin_s):int((at_s + 3 * stop_s) / run.bin_s)]) >= stop_s * 1e9
+
+
+def engine_pid(netns: str, name: str) -> int:
+    """The process called `name` in a scratch namespace."""
+    pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True,
+                          check=True).stdout.split()
+    return next(int(p) for p in pids if Path(f"/proc/{p}/comm").read_text().strip() == name)
 
 
 def test_frames_are_rocev2_as_wireshark_and_scapy_read_them(tmp_path: Path) -> None:

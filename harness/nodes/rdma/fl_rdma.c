@@ -1600,6 +1600,45 @@ static int64_t next_event(int64_t now)
     return t;
 }
 
+/* A timer does not count time the host held the engine. A NIC never stops; its emulation
+ * does (a paused VM stops every engine of the lab at once), and an answer due meanwhile could
+ * not come: timing out on waking would resend what is on its way. A timer the hold took time
+ * from is later by the hold; one that fell due in it starts over from the wake, since the
+ * peers that answer were held as long and need their turn. Send times stay: an RTT sample is
+ * what the packet took, and a packet on the wire went on while only this engine was held. */
+static int64_t deferred(int64_t anchor, int64_t timeout, int64_t woke, int64_t held_ns)
+{
+    int64_t due = anchor + timeout;
+    if (due < woke - held_ns)
+        return anchor;                  /* due before the hold: it fires now */
+    return due <= woke ? woke : anchor + held_ns;
+}
+
+static void defer_timers(int64_t woke, int64_t held_ns)
+{
+    for (int i = 0; i < nconns; i++) {
+        struct conn *c = conns[i];
+        if (c->una_g < c->nxt)
+            c->last_progress = deferred(c->last_progress, (int64_t)cfg.timeout_ns, woke,
+                                        held_ns);
+        for (int k = 0; k < c->npaths; k++) {
+            struct path *p = &c->path[k];
+            int64_t oldest = INT64_MAX;
+            for (uint32_t psn = p->una; psn != p->nxt; psn++) {
+                struct slot *s = &p->ring[psn % RING];
+                if (s->state == SLOT_OUT && s->sent < oldest)
+                    oldest = s->sent;
+            }
+            if (oldest == INT64_MAX)
+                continue;               /* nothing out: its timer starts with its next send */
+            int64_t anchor = oldest > p->last_timeout ? oldest : p->last_timeout;
+            p->last_timeout = deferred(anchor, p->rto, woke, held_ns);
+            if (p->due)
+                p->due = p->last_timeout + p->rto + 1;
+        }
+    }
+}
+
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
@@ -1668,8 +1707,10 @@ int main(int argc, char **argv)
             fds[nfds - 1].fd = -1;           /* its end: nothing more to wait for there */
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
         int64_t woke = now_ns();
-        if (wake < now + IDLE_POLL_NS && woke - wake > CATCH_UP_NS)
+        if (wake < now + IDLE_POLL_NS && woke - wake > CATCH_UP_NS) {
             hold(wake + CATCH_UP_NS, woke);
+            defer_timers(woke, woke - wake - CATCH_UP_NS);
+        }
         pause_ready = data_ready = 0;
         for (int i = 1; i < nfds; i++) {
             int ready = (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
