@@ -109,8 +109,12 @@ def measure(lab: LabContext, window_s: float = WINDOW_S) -> Resources:
             for into in (cost, kinds.setdefault(kind, Cost(kind)), total):
                 into.add(rss, pss, cores)
         nodes.append(cost)
+    return Resources(nodes, sorted(kinds.values(), key=lambda c: -c.pss_mib), total,
+                     os.cpu_count() or 1, round(idle_cores(ticks_before, ticks), 2),
+                     ksm.meminfo_mib("MemTotal"), ksm.mem_available_mib())
+
+
+def idle_cores(ticks_before: list[int], ticks: list[int]) -> float:
+    """The host's idle cores between two readings of /proc/stat's CPU line."""
     spent = [b - a for a, b in zip(ticks_before, ticks, strict=True)]
-    cores = os.cpu_count() or 1
-    idle = (spent[IDLE] + spent[IOWAIT]) / max(sum(spent), 1) * cores
-    return Resources(nodes, sorted(kinds.values(), key=lambda c: -c.pss_mib), total, cores,
-                     round(idle, 2), ksm.meminfo_mib("MemTotal"), ksm.mem_available_mib())
+    return (spent[IDLE] + spent[IOWAIT]) / max(sum(spent), 1) * (os.cpu_count() or 1)

@@ -88,20 +88,23 @@ class Run:
         return [sum(bins[i:i + window]) * 8 / (window * self.bin_s)
                 for i in range(max(len(bins) - window + 1, 0))]
 
-    def line_shares(self, flow: Flow, window: int) -> list[float]:
-        """Of `window` bins from each bin on, the share of line time the flow's requester
-        had: the time its engine was not held by the host past something due. A NIC is
-        never late; its emulation is whenever the scheduler or the hypervisor is."""
+    def line_shares(self, flow: Flow, window: int, completed: bool = False) -> list[float]:
+        """Of `window` bins from each bin on (as `rates_bps` has them), the share of line
+        time the flow's requester had: the time its engine was not held by the host past
+        something due. A NIC is never late; its emulation is whenever the scheduler or the
+        hypervisor is."""
         held = self.reports[flow.src].held
+        bins = len(flow.requester.timeline if completed else flow.responder.timeline)
         return [1 - sum(held[i:i + window]) / (window * self.bin_s * 1e9)
-                for i in range(max(len(flow.responder.timeline) - window + 1, 0))]
+                for i in range(max(bins - window + 1, 0))]
 
-    def line_rates_bps(self, flow: Flow, window: int) -> list[float | None]:
+    def line_rates_bps(self, flow: Flow, window: int, completed: bool = False
+                       ) -> list[float | None]:
         """`rates_bps` per second of line time the requester had, which is what the fabric
         and the transport made of it; None where the host left it under MIN_LINE_SHARE."""
         return [rate / share if share >= MIN_LINE_SHARE else None
-                for rate, share in zip(self.rates_bps(flow, window),
-                                       self.line_shares(flow, window), strict=True)]
+                for rate, share in zip(self.rates_bps(flow, window, completed),
+                                       self.line_shares(flow, window, completed), strict=True)]
 
     def held_s(self, host: str) -> float:
         """Seconds, from the first packet to the last completion, the host held the engine

@@ -21,6 +21,7 @@ from scapy.utils import rdpcap
 
 from harness.core.events import read
 from harness.core.wait import wait_until
+from harness.instruments.capacity import node_kind
 from harness.instruments.pcapng import INBOUND, OUTBOUND
 from harness.nodes.rdma.engine import Settings
 from harness.spray import probe
@@ -372,6 +373,30 @@ def test_inspect_resources_agree_with_what_ps_says_of_each_node(lab):
     assert 0 < found["host_mem_available_mib"] < found["host_mem_total_mib"]
 
 
+def test_doctor_says_how_many_nodes_of_each_kind_this_host_takes(lab):
+    """Issue 42's capacity in doctor: measured on the lab once it is at rest (its event record
+    quiet, no fault in place), per kind of node. Each kind's PSS is what inspect reads for its
+    nodes, and the room is the host's available memory plus what the lab holds, less the
+    tenth deploy keeps free."""
+    def capacity():
+        return json.loads(labctl("doctor", "--json").stdout)["capacity"]
+    found = wait_until(capacity, 90, until=lambda c: not c["not_measured"], every=1)
+    kinds = {k["kind"]: k for k in found["kinds"] if k["lab"] == lab.plan.name}
+    assert {kind: k["nodes"] for kind, k in kinds.items()} == {
+        "sai leaf": 16, "sai spine": 8, "host, NIC over 8 planes": 4}, kinds
+    out = labctl("inspect", lab.plan.name, "--resources", "--json")
+    resources = json.loads(out.stdout)["resources"]
+    pss = {n["name"]: n["pss_mib"] for n in resources["nodes"]}
+    for kind, k in kinds.items():
+        names = [n.name for n in lab.plan.nodes if node_kind(lab.plan, n) == kind]
+        mean = sum(pss[n] for n in names) / len(names)
+        assert abs(k["pss_mib"] - mean) <= 0.10 * mean, (kind, k, mean)
+        assert k["fits"] > 0 and k["limit"] in ("memory", "CPU")
+    room = (resources["host_mem_available_mib"] + resources["lab"]["pss_mib"]
+            - 0.1 * resources["host_mem_total_mib"])
+    assert abs(found["room"]["mib"] - room) <= 0.05 * room, (found["room"], room)
+
+
 def test_plane_up_brings_the_flow_back_to_all_planes(lab, faults, traffic):
     """Back once BFD and BGP are up again and a whole probe window went through cleanly."""
     faults.plane_down(5)
@@ -425,15 +450,17 @@ def test_rdma_uses_every_plane_and_rides_out_a_plane_down(lab, faults):
     assert not flow.requester.error
     assert {p.plane for p in flow.requester.paths} == PLANES
     assert all(p.abandon_timeouts <= 3 for p in flow.requester.paths)
-    rates = run.rates_bps(flow, window, completed=True)
+    # per second of line time host1's NIC had (fl-rdma counts what the host held it): in CI
+    # the sender waited on the run queue for 46% of a run, and its rate with it
+    rates = run.line_rates_bps(flow, window, completed=True)
     bins = lambda s: int(s / run.bin_s)  # noqa: E731
-    before = sum(rates[bins(0.3):bins(fault_s) - window]) / (bins(fault_s) - window - bins(0.3))
-    after = rates[bins(fault_s + 0.05):bins(end_s - 0.1) - window]
-    floor = 7 / 8 * 0.9 * before
+    before = [r for r in rates[bins(0.3):bins(fault_s) - window] if r is not None]
+    after = [r for r in rates[bins(fault_s + 0.05):bins(end_s - 0.1) - window] if r is not None]
+    floor = 7 / 8 * 0.9 * sum(before) / len(before)
     gone = [(p.plane, (p.abandoned_ns - run.reports["host1"].start_ns) / 1e6 - fault_s * 1e3)
             for p in flow.requester.paths if p.abandoned_ns]
     # back within 50 ms, and after that on average: BFD and BGP reconverging on two cores
-    # take the engines' CPU now and then, so one later window may dip
+    # take the switches' engines' CPU now and then, so one later window may dip
     assert after[0] >= floor and sum(after) / len(after) >= floor, (before, after, gone)
 
 
