@@ -20,7 +20,6 @@ from harness.core.wait import wait_until
 from harness.linux import ksm
 from harness.topology.plan import LabPlan, NodePlan
 
-RESERVE_SHARE = 0.10  # of the host's memory, kept free for the host and the lab's kernel state
 POLL_S = 0.5
 SCANS_WITHOUT_GAIN = 2
 
@@ -32,7 +31,7 @@ class MemoryRoom:
         """`holder`: the lab's directory, which holds KSM while the lab shares memory."""
         self.plan = plan
         self.holder = holder
-        self.reserve_mib = RESERVE_SHARE * ksm.meminfo_mib("MemTotal")
+        self.reserve_mib = ksm.RESERVE_SHARE * ksm.meminfo_mib("MemTotal")
         self.started = 0
         self._lock = threading.Lock()
 

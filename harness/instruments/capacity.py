@@ -8,7 +8,7 @@ prober and sprayer cost more than its FRR. Doctor measures the labs running when
 remembers the costs (`build/node-costs.json`: this host's, as the engines built there are), so
 a later doctor with no lab up still answers, saying where and when they were measured.
 
-The room: memory the host has, less the tenth deploy keeps free (harness/deploy/memory.py);
+The room: memory the host has, less the tenth deploy keeps free (ksm.RESERVE_SHARE);
 CPU: half the cores, since a lab at rest must leave the rest to what it is for (convergence
 after a fault, traffic engines, a test's timing). The host's own use (what is not a lab's)
 comes off both. Routes grow with a fabric, so a node of a bigger fabric costs more memory than
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.core.build import BUILD_DIR
-from harness.deploy.memory import RESERVE_SHARE
 from harness.instruments.resources import WINDOW_S, Resources, idle_cores, measure
 from harness.linux import ksm
 from harness.linux.cpu import machine_ticks
@@ -97,7 +96,7 @@ def room(running: list[Resources], idle_cores: float, cores: int, total_mib: flo
     give it back), less the reserve and the cores labs at rest leave alone."""
     lab_mib = sum(r.lab.pss_mib for r in running)
     lab_cores = sum(r.lab.cpu_cores for r in running)
-    return Room(mib=available_mib + lab_mib - RESERVE_SHARE * total_mib,
+    return Room(mib=available_mib + lab_mib - ksm.RESERVE_SHARE * total_mib,
                 cores=idle_cores + lab_cores - (1 - CPU_SHARE) * cores)
 
 

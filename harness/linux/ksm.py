@@ -45,6 +45,9 @@ SETTINGS = ("run", "pages_to_scan")
 KSMD_PRIORITY = 1
 # An FRR node's memory unshared (PSS: fpf-64 49.4 MiB, 336 nodes 56.4): what `auto` reckons.
 MIB_PER_FRR_NODE = 56
+# Of the host's memory, kept free for the host and the labs' kernel state (deploy's memory
+# room and doctor's capacity).
+RESERVE_SHARE = 0.10
 AUTO_SHARE_OF_AVAILABLE = 0.25
 # Below this many FRR nodes `auto` never shares: sharing changes the host (ksmd at real-time
 # priority, address-space randomisation off in the lab's processes), and a small lab, the
