@@ -105,7 +105,7 @@ def show(result: Run) -> None:
                       "error: retry exceeded" if r.error else "ok")
     out.print(flows)
     out.print("counters: " + ", ".join(f"{k} {v}" for k, v in result.counters().items()))
-    held = {h: result.held_s(h) for h in dict.fromkeys(f.src for f in result.flows)}
+    held = {h: result.held_s(h) for h in result.senders}
     if any(held.values()):
         out.print("the host held the sending engines past their due times: " + ", ".join(
             f"{h} {s * 1e3:.1f} ms ({s / result.seconds():.1%})" for h, s in held.items())

@@ -106,6 +106,11 @@ class Run:
                 for rate, share in zip(self.rates_bps(flow, window, completed),
                                        self.line_shares(flow, window, completed), strict=True)]
 
+    @property
+    def senders(self) -> list[str]:
+        """The hosts whose requesters took part, each once, in the flows' order."""
+        return list(dict.fromkeys(f.src for f in self.flows))
+
     def held_s(self, host: str) -> float:
         """Seconds, from the first packet to the last completion, the host held the engine
         of `host` past something due."""
@@ -120,7 +125,7 @@ class Run:
         out, so two runs compare by what the transport did, not by the box's other load."""
         return sum(sum(f.requester.bytes for f in self.flows if f.src == host) * 8
                    / (self.seconds() - self.held_s(host))
-                   for host in dict.fromkeys(f.src for f in self.flows))
+                   for host in self.senders)
 
     def converged_s(self, window: int, tolerance: float = 0.1) -> float | None:
         """Seconds from the start until every flow's rate over the next `window` bins is
@@ -164,8 +169,7 @@ class Run:
     def to_dict(self) -> dict[str, object]:
         return {"transport": self.settings.transport, "perftest": self.perftest(),
                 "counters": self.counters(),
-                "held_ms": {host: round(self.held_s(host) * 1e3, 3)
-                            for host in dict.fromkeys(f.src for f in self.flows)},
+                "held_ms": {host: round(self.held_s(host) * 1e3, 3) for host in self.senders},
                 "line_goodput_bps": round(self.line_goodput_bps()),
                 "flows": [{"src": f.src, "dst": f.dst, "qpn": f.requester.qpn,
                            "goodput_bps": round(f.goodput_bps()),
